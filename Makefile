@@ -1,0 +1,149 @@
+# mt: one non-recursive Makefile (docs/architecture.md).
+#
+#   make               libmt.a, libmt_cuda.a when nvcc is found, and bin/mt-*
+#   make CUDA=0        CPU-only build
+#   make test          unit tests, then the Bats suites; ends "N passed, N failed"
+#   make demo          the demo pipeline on the built-in corpus
+#   make install       PREFIX=/usr/local DESTDIR= : binaries, docs, share, templates
+#   make V=1           show full command lines
+
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD := build
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-7s %s\n' $(1) $(2)
+endif
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+PKGS := libarchive jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
+GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
+MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
+LDLIBS := $(PKG_LIBS) -lm -lpthread
+
+# CUDA: on when nvcc is found, unless CUDA=0.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifeq ($(NVCC),)
+CUDA ?= 0
+else
+CUDA ?= 1
+endif
+ifeq ($(CUDA),1)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCHS := sm_80 sm_90a
+NVCC_GENCODE := -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a
+NVCCFLAGS ?= -O3 -g -lineinfo
+NVCC_ALL := $(NVCCFLAGS) $(NVCC_GENCODE) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+	-Werror=all-warnings -DMT_CUDA_ARCHS='"$(CUDA_ARCHS)"' -Ilib
+MT_CPPFLAGS += -DMT_HAVE_CUDA -I$(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+endif
+
+ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(MT_CPPFLAGS) -MMD -MP
+
+TOOLS := mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CU_SRC := $(wildcard kernels/*.cu)
+CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
+TOOL_OBJ := $(BUILD)/bin/tool.o
+BINS := $(TOOLS:%=bin/%)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+HELPER_BINS := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/%)
+
+LIBMT := $(BUILD)/libmt.a
+ifeq ($(CUDA),1)
+LIBMT_CUDA := $(BUILD)/libmt_cuda.a
+endif
+LINK_LIBS := $(LIBMT) $(LIBMT_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
+.PHONY: all test unit bats demo install uninstall clean check-deps
+all: $(BINS)
+
+# Rebuild everything when the flags change (CUDA=0 after a CUDA build, say):
+# build/.flags is rewritten only when they differ, and every object depends on it.
+FLAGS_FILE := $(BUILD)/.flags
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS)
+ifneq ($(file <$(FLAGS_FILE)),$(FLAGS_NOW))
+$(shell mkdir -p $(BUILD))
+$(file >$(FLAGS_FILE),$(FLAGS_NOW))
+endif
+.SECONDARY:
+
+# The version (with the git revision) reaches only version.o, so a new commit
+# relinks the tools instead of rebuilding everything.
+VERSION_NOW := $(VERSION)$(if $(GIT_REV), ($(GIT_REV)))
+VERSION_FILE := $(BUILD)/.version
+ifneq ($(file <$(VERSION_FILE)),$(VERSION_NOW))
+$(shell mkdir -p $(BUILD))
+$(file >$(VERSION_FILE),$(VERSION_NOW))
+endif
+$(BUILD)/lib/version.o: $(VERSION_FILE)
+$(BUILD)/lib/version.o: ALL_CFLAGS += -DMT_VERSION='"$(VERSION_NOW)"'
+
+
+$(BUILD)/%.o: %.c $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/kernels/%.o: kernels/%.cu $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	$(call msg,NVCC,$<)
+	$(Q)$(NVCC) $(NVCC_ALL) -MMD -MP -c -o $@ $<
+
+$(LIBMT): $(LIB_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libmt_cuda.a: $(CU_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+bin/%: $(BUILD)/bin/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIBMT) $(LIBMT_CUDA)
+	@mkdir -p $(dir $@)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/helpers/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
+	@mkdir -p $(dir $@)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
+
+# make test: unit tests, then Bats, one summary line; non-zero on any failure.
+test: $(BINS) $(UNIT_BINS) $(HELPER_BINS)
+	$(Q)BUILD=$(BUILD) tests/run.sh
+
+demo: $(BINS)
+	$(Q)scripts/demo.sh
+
+install: $(BINS)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/mt $(DESTDIR)$(PREFIX)/share/doc/mt
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	cp -R share/. $(DESTDIR)$(PREFIX)/share/mt/
+	cp -R templates $(DESTDIR)$(PREFIX)/share/mt/
+	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/mt/
+
+uninstall:
+	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%)
+	rm -rf $(DESTDIR)$(PREFIX)/share/mt $(DESTDIR)$(PREFIX)/share/doc/mt
+
+clean:
+	rm -rf $(BUILD) $(BINS)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

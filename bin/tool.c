@@ -1,0 +1,114 @@
+/* tool.c: the shared main() scaffolding of mt-* tools (see tool.h). */
+#include "tool.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/atomic.h"
+#include "../lib/log.h"
+#include "../lib/version.h"
+
+static const struct mt_tool_info *tool;
+
+static void on_fatal_signal(int sig)
+{
+	/* leave no temporary output behind, then die of the same signal */
+	mt_atomic_unlink_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void mt_tool_start(const struct mt_tool_info *t)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa;
+
+	tool = t;
+	mt_log_init(t->name, MT_LOG_INFO);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fatal_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+	/* a closed pipe downstream is a normal way for a pipeline to end */
+	signal(SIGPIPE, SIG_DFL);
+}
+
+void mt_die(int code, const char *fmt, ...)
+{
+	char msg[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	fprintf(stderr, "%s: error: %s\n", tool ? tool->name : "mt", msg);
+	mt_atomic_unlink_all();
+	exit(code);
+}
+
+void mt_die_err(const struct mt_err *e)
+{
+	mt_die(e->code ? e->code : MT_EXIT_IO, "%s", e->msg[0] ? e->msg : "unknown error");
+}
+
+void mt_die_usage(const struct mt_opt *o, const char *fmt, ...)
+{
+	char msg[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: error: %s\n", o->tool->name, msg);
+	mt_opt_print_usage(o, stderr);
+	fprintf(stderr, "try '%s --help' for more information\n", o->tool->name);
+	exit(MT_EXIT_USAGE);
+}
+
+static void print_version(const struct mt_tool_info *t)
+{
+	char features[512];
+
+	mt_version_features(features, sizeof(features));
+	printf("%s (mt) %s\n%s", t->name, mt_version(), features);
+}
+
+void mt_tool_common(struct mt_opt *o, int id)
+{
+	switch (id) {
+	case MT_OPT_HELP:
+		mt_opt_print_help(o, stdout);
+		exit(fflush(stdout) == 0 ? MT_EXIT_OK : MT_EXIT_IO);
+	case MT_OPT_VERSION:
+		print_version(o->tool);
+		exit(fflush(stdout) == 0 ? MT_EXIT_OK : MT_EXIT_IO);
+	case MT_OPT_ERROR:
+		mt_die_usage(o, "%s", o->err.msg);
+	default:
+		break;
+	}
+	if (o->quiet)
+		mt_log_set_level(MT_LOG_ERROR);
+	else if (o->verbose > 1)
+		mt_log_set_level(MT_LOG_DEBUG);
+}
+
+void mt_tool_unavailable(const struct mt_tool_info *t, int argc, char **argv)
+{
+	struct mt_opt o;
+	int id;
+
+	mt_tool_start(t);
+	if (mt_opt_init(&o, t, NULL, argc, argv))
+		mt_die_err(&o.err);
+	while ((id = mt_opt_next(&o)) != MT_OPT_END)
+		mt_tool_common(&o, id); /* help, version and bad options exit here */
+	mt_die(MT_EXIT_USAGE, "not available yet: this version of mt does not implement %s; "
+	       "see %s for what is planned", t->name, t->doc);
+}

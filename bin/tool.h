@@ -1,0 +1,29 @@
+/* tool.h: what every mt-* binary shares and the library may not do: print
+ * fatal errors, choose exit codes, handle --help/--version, install the
+ * signal handlers that remove temporary output. Linked into each tool. */
+#ifndef MT_TOOL_H
+#define MT_TOOL_H
+
+#include "../lib/err.h"
+#include "../lib/opt.h"
+
+/* Set the log prefix and signal handlers; call first in main(). */
+void mt_tool_start(const struct mt_tool_info *t);
+
+/* Handle the ids every tool treats the same (help, version, errors) and apply
+ * -q/-v to the log level. Returns for any other id. */
+void mt_tool_common(struct mt_opt *o, int id);
+
+/* "mt-x: error: <msg>" on stderr, then exit with `code`. */
+__attribute__((noreturn, format(printf, 2, 3))) void mt_die(int code, const char *fmt, ...);
+__attribute__((noreturn)) void mt_die_err(const struct mt_err *e);
+/* A usage error: the message, the usage lines and a hint, exit 2. */
+__attribute__((noreturn, format(printf, 2, 3))) void mt_die_usage(const struct mt_opt *o,
+								      const char *fmt, ...);
+
+/* For a tool whose feature has not landed: parse the common options, then say
+ * so and exit 2. Never pretends to work. */
+__attribute__((noreturn)) void mt_tool_unavailable(const struct mt_tool_info *t, int argc,
+						   char **argv);
+
+#endif

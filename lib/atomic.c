@@ -1,0 +1,154 @@
+/* atomic.c: tmp + fsync + rename output (see atomic.h). Also keeps a small
+ * registry of live temporary names so a signal handler can remove them. */
+#include "atomic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MT_ATOMIC_SLOTS 256
+#define MT_ATOMIC_BUF (1 << 20)
+
+static char *volatile live[MT_ATOMIC_SLOTS];
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int live_add(char *tmp)
+{
+	int slot = -1;
+
+	pthread_mutex_lock(&live_lock);
+	for (int i = 0; i < MT_ATOMIC_SLOTS; i++)
+		if (!live[i]) {
+			live[i] = tmp;
+			slot = i;
+			break;
+		}
+	pthread_mutex_unlock(&live_lock);
+	return slot;
+}
+
+static void live_del(int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&live_lock);
+	live[slot] = NULL;
+	pthread_mutex_unlock(&live_lock);
+}
+
+void mt_atomic_unlink_all(void)
+{
+	for (int i = 0; i < MT_ATOMIC_SLOTS; i++) {
+		char *t = live[i];
+		if (t)
+			unlink(t);
+	}
+}
+
+static void clear(struct mt_atomic *w)
+{
+	live_del(w->slot);
+	free(w->path);
+	free(w->tmp);
+	free(w->vbuf);
+	memset(w, 0, sizeof(*w));
+	w->slot = -1;
+}
+
+int mt_atomic_open(struct mt_atomic *w, const char *path, struct mt_err *err)
+{
+	size_t n = strlen(path) + 32;
+	int fd;
+
+	memset(w, 0, sizeof(*w));
+	w->slot = -1;
+	w->path = strdup(path);
+	w->tmp = malloc(n);
+	w->vbuf = malloc(MT_ATOMIC_BUF);
+	if (!w->path || !w->tmp || !w->vbuf) {
+		clear(w);
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	}
+	snprintf(w->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+	fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", w->tmp);
+		clear(w);
+		return -1;
+	}
+	w->slot = live_add(w->tmp);
+	w->fp = fdopen(fd, "wb");
+	if (!w->fp) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", w->tmp);
+		close(fd);
+		unlink(w->tmp);
+		clear(w);
+		return -1;
+	}
+	setvbuf(w->fp, w->vbuf, _IOFBF, MT_ATOMIC_BUF);
+	return 0;
+}
+
+FILE *mt_atomic_file(struct mt_atomic *w) { return w->fp; }
+
+int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_err *err)
+{
+	if (n && fwrite(buf, 1, n, w->fp) != n)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->tmp);
+	return 0;
+}
+
+static void fsync_dir(const char *path)
+{
+	char *copy = strdup(path);
+	int fd;
+
+	if (!copy)
+		return;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd); /* best effort: some filesystems refuse directory fsync */
+		close(fd);
+	}
+	free(copy);
+}
+
+int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
+{
+	int fail = 0;
+
+	if (!w->fp)
+		return mt_err_set(err, MT_EXIT_IO, "internal: commit of a closed writer");
+	if (fflush(w->fp) != 0 || ferror(w->fp))
+		fail = mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->tmp);
+	else if (fsync(fileno(w->fp)) != 0 && errno != EINVAL)
+		fail = mt_err_errno(err, MT_EXIT_IO, "cannot sync '%s'", w->tmp);
+	if (fclose(w->fp) != 0 && !fail)
+		fail = mt_err_errno(err, MT_EXIT_IO, "cannot close '%s'", w->tmp);
+	w->fp = NULL;
+	if (!fail && rename(w->tmp, w->path) != 0)
+		fail = mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", w->tmp, w->path);
+	if (fail) {
+		unlink(w->tmp);
+		clear(w);
+		return -1;
+	}
+	fsync_dir(w->path);
+	clear(w);
+	return 0;
+}
+
+void mt_atomic_abort(struct mt_atomic *w)
+{
+	if (w->fp) {
+		fclose(w->fp);
+		w->fp = NULL;
+		unlink(w->tmp);
+	}
+	clear(w);
+}

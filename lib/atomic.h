@@ -1,0 +1,35 @@
+/* atomic.h: output files that appear whole or not at all.
+ *
+ * Data goes to "<path>.tmp.<pid>" in the same directory; commit flushes,
+ * fsyncs, renames over <path> and fsyncs the directory, so a reader sees the
+ * previous file or the complete new one, never half of one. A process killed
+ * mid-write leaves <path> untouched; on SIGINT/SIGTERM/SIGHUP the tools also
+ * remove the temporary file (mt_atomic_unlink_all from a signal handler). */
+#ifndef MT_ATOMIC_H
+#define MT_ATOMIC_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "err.h"
+
+struct mt_atomic {
+	char *path;
+	char *tmp;
+	FILE *fp;
+	char *vbuf;
+	int slot; /* index in the registry of live temporaries, -1 if none */
+};
+
+int mt_atomic_open(struct mt_atomic *w, const char *path, struct mt_err *err);
+int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_err *err);
+/* The stream, for fprintf; errors surface at commit. */
+FILE *mt_atomic_file(struct mt_atomic *w);
+int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err);
+/* Drop the temporary file; safe to call after commit (does nothing then). */
+void mt_atomic_abort(struct mt_atomic *w);
+
+/* Unlink every temporary file still open. Async-signal-safe. */
+void mt_atomic_unlink_all(void);
+
+#endif

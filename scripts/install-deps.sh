@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Install the Debian/Ubuntu packages that building mt and running its whole test
+# suite need. Idempotent: packages already present are left alone, and apt is not
+# touched at all when nothing is missing. Works as root or through sudo.
+#
+# This is the one list of system dependencies; later features add to it here.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential      # gcc, make
+  pkg-config
+  libhdf5-dev          # checkpoints
+  mpich libmpich-dev   # process bootstrap, CPU collectives
+  libarchive-dev       # compressed and archived input
+  libopenblas-dev      # CPU matmuls
+  libjansson-dev       # JSON lines
+  bats                 # command-line tests
+  gzip xz-utils zstd bzip2 zip   # test fixtures in every compression libarchive reads
+  time                 # /usr/bin/time -v for memory-bound checks
+  python3              # test helpers
+)
+
+say() { printf 'install-deps: %s\n' "$*" >&2; }
+die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
+
+command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 ||
+  die "this script needs a Debian or Ubuntu system (dpkg and apt-get not found); install by hand: ${PACKAGES[*]}"
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  say "all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+if ((EUID == 0)); then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+  say "not root: using sudo"
+else
+  die "missing packages (${missing[*]}) and not root, and sudo is not available; run as root"
+fi
+
+say "installing ${#missing[@]} missing package(s): ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q ||
+  die "apt-get update failed: check the network or the apt sources"
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+  die "apt-get install failed for: ${missing[*]}"
+say "done"

@@ -1,0 +1,16 @@
+# Shared set-up for the Bats suites: the built tools and test helpers first on
+# PATH, and a skip for tests that need a GPU.
+bats_require_minimum_version 1.5.0
+
+MT_ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+MT_BUILD=${BUILD:-build}
+case $MT_BUILD in /*) ;; *) MT_BUILD=$MT_ROOT/$MT_BUILD ;; esac
+export PATH="$MT_ROOT/bin:$MT_BUILD/tests:$PATH"
+
+MT_TOOLS="mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate"
+
+# GPU tests carry "# bats test_tags=gpu" and call this first.
+need_gpu() {
+	command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 ||
+		skip "no GPU on this machine"
+}

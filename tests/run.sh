@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Run the C unit tests, then the Bats suites; print everything they print and
+# end with one line "N passed, N failed[, N skipped]". Exit 1 on any failure.
+#   BUILD=build tests/run.sh [bats files...]
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+passed=0 failed=0 skipped=0
+
+count() { # read TAP on stdin, echo it, tally
+	local line
+	while IFS= read -r line; do
+		printf '%s\n' "$line"
+		case $line in
+		"not ok "*) failed=$((failed + 1)) ;;
+		"ok "*"# skip"* | "ok "*"# SKIP"*) skipped=$((skipped + 1)) ;;
+		"ok "*) passed=$((passed + 1)) ;;
+		esac
+	done
+}
+
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	echo "# unit: ${t##*/}"
+	out=$("$t" 2>&1)
+	rc=$?
+	count <<<"$out"
+	if [ $rc -ne 0 ] && ! grep -q '^not ok' <<<"$out"; then
+		echo "not ok - ${t##*/} exited with status $rc"
+		failed=$((failed + 1))
+	fi
+done
+
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(tests/*.bats)
+if command -v bats >/dev/null; then
+	echo "# bats: ${suites[*]}"
+	out=$(BUILD=$BUILD bats --tap "${suites[@]}" 2>&1)
+	rc=$?
+	count <<<"$out"
+	if [ $rc -ne 0 ] && ! grep -q '^not ok' <<<"$out"; then
+		echo "not ok - bats exited with status $rc"
+		failed=$((failed + 1))
+	fi
+else
+	echo "not ok - bats is not installed (run scripts/install-deps.sh)"
+	failed=$((failed + 1))
+fi
+
+summary="$passed passed, $failed failed"
+[ $skipped -gt 0 ] && summary="$summary, $skipped skipped"
+echo "$summary"
+[ $failed -eq 0 ]
