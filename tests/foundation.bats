@@ -37,31 +37,42 @@ setup() {
 	[[ $stderr == "input-cat: error: cannot open 'nope.txt': No such file or directory" ]]
 }
 
+# Start atomic-write on a producer that sends some data and then stalls;
+# sets $writer and $producer. Background jobs close fd 3 so Bats does not wait.
+start_stalled_writer() {
+	rm -f feed && mkfifo feed
+	( head -c 100000 /dev/urandom; exec sleep 60 ) > feed 3>&- &
+	producer=$!
+	atomic-write "$1" < feed 3>&- &
+	writer=$!
+	for _ in $(seq 1 50); do # wait until the writer holds its temporary
+		ls "$1".tmp.* >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+stop() {
+	kill "-$1" "$writer"
+	wait "$writer" || true
+	kill "$producer" 2>/dev/null || true
+}
+
 @test "a writer killed mid-write leaves no partial output and the old file intact" {
 	echo "previous good content" > out.bin
-	{ head -c 100000 /dev/urandom; sleep 30; } | atomic-write out.bin &
-	pid=$!
-	sleep 0.5
-	ls out.bin.tmp.* >/dev/null # the writer is busy with its temporary
-	kill -9 "$pid"
-	wait "$pid" || true
+	start_stalled_writer out.bin
+	stop KILL
 	[ "$(cat out.bin)" = "previous good content" ]
 	rm -f out.bin.tmp.*
 
-	{ head -c 100000 /dev/urandom; sleep 30; } | atomic-write fresh.bin &
-	pid=$!
-	sleep 0.5
-	kill -9 "$pid"
-	wait "$pid" || true
+	start_stalled_writer fresh.bin
+	stop KILL
 	[ ! -e fresh.bin ]
 }
 
 @test "SIGTERM mid-write also removes the temporary file" {
-	{ head -c 100000 /dev/urandom; sleep 30; } | atomic-write out.bin &
-	pid=$!
-	sleep 0.5
-	kill -TERM "$pid"
-	wait "$pid" || true
+	start_stalled_writer out.bin
+	stop TERM
 	[ ! -e out.bin ]
 	run ls out.bin.tmp.*
 	[ "$status" -ne 0 ]
@@ -76,7 +87,7 @@ setup() {
 }
 
 @test "progress is silent when stderr is not a terminal" {
-	yes | head -c 50000000 > text
+	seq 1 6000000 > text
 	run -0 --separate-stderr input-cat text
 	[ -z "$stderr" ]
 }
@@ -85,10 +96,10 @@ setup() {
 	command -v script >/dev/null || skip "script(1) not installed"
 	# a slow producer so the meter has time to draw
 	mkfifo slow
-	( for i in $(seq 1 8); do yes | head -c 1000000; sleep 0.2; done > slow ) &
+	( for i in $(seq 1 8); do yes | head -c 1000000; sleep 0.2; done > slow ) 3>&- &
 	script -qec "$(command -v input-cat) $PWD/slow 2>&1 >/dev/null" /dev/null > tty.log
 	grep -q 'input-cat: .*B/s' tty.log
-	( for i in $(seq 1 8); do yes | head -c 1000000; sleep 0.2; done > slow ) &
+	( for i in $(seq 1 8); do yes | head -c 1000000; sleep 0.2; done > slow ) 3>&- &
 	script -qec "$(command -v input-cat) -q $PWD/slow 2>&1 >/dev/null" /dev/null > tty-q.log
 	! grep -q 'B/s' tty-q.log
 }
