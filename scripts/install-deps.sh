@@ -14,10 +14,17 @@ PACKAGES=(
   libarchive-dev       # compressed and archived input
   libopenblas-dev      # CPU matmuls
   libjansson-dev       # JSON lines
+  libpcre2-dev         # tokenizer pre-tokenization patterns
   bats                 # command-line tests
   gzip xz-utils zstd bzip2 zip   # test fixtures in every compression libarchive reads
   time                 # /usr/bin/time -v for memory-bound checks
   python3              # test helpers
+)
+# Needed as commands rather than as particular packages: a node from another
+# source (NodeSource ships npm inside nodejs) is fine. command:package
+COMMANDS=(
+  node:nodejs          # tokenizer reference ids in the tests (npm's tiktoken)
+  npm:npm
 )
 
 say() { printf 'install-deps: %s\n' "$*" >&2; }
@@ -30,6 +37,10 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ $status == "install ok installed" ]] || missing+=("$p")
+done
+
+for c in "${COMMANDS[@]}"; do
+  command -v "${c%%:*}" >/dev/null 2>&1 || missing+=("${c#*:}")
 done
 
 if ((${#missing[@]} == 0)); then
