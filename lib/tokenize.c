@@ -1,0 +1,683 @@
+/* tokenize.c: reader thread, worker threads and the ordered writer (see tokenize.h). */
+#include "tokenize.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpe.h"
+#include "idx.h"
+#include "input.h"
+#include "jsonl.h"
+#include "log.h"
+#include "progress.h"
+#include "utf8.h"
+
+#define BATCH_BYTES (1 << 20)
+#define BATCH_RECORDS 8192
+
+struct rec {
+	size_t off, len;
+	const char *origin; /* "file" or "archive:member"; owned by the reader, stable */
+	int64_t line;  /* first line of the record, 1-based */
+};
+
+struct key_out {
+	struct mt_ids toks;
+	int32_t *lens;       /* sequence lengths, end to end */
+	size_t nlens, lcap;
+	int32_t *nseq;       /* sequences per document */
+	size_t ndoc, dcap;
+};
+
+struct batch {
+	int64_t seq;
+	char *buf;
+	size_t len, cap;
+	struct rec *recs;
+	int nrec, reccap;
+	int64_t consumed;    /* input bytes consumed when the batch was cut */
+	int done;
+	/* results */
+	struct key_out out[MT_TOK_MAX_KEYS];
+	int64_t good, bad, repaired, empty;
+	int failed;
+	struct mt_err err;
+};
+
+struct pipe {
+	const struct mt_tokenize_opts *o;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_work, cv_done, cv_free;
+	struct batch *pool;
+	int nslots;
+	int64_t produced, consumed; /* batches handed to workers, written by the writer */
+	int64_t next_work;          /* next batch a worker takes */
+	int reader_done, stop;
+	struct mt_err reader_err;
+	int reader_failed;
+	char **origins;
+	int norigins, origcap;
+	int64_t total_size;
+	int warned;                 /* bad records reported so far (the first 10 are) */
+};
+
+/* ---- reader ---------------------------------------------------------------------------- */
+
+static struct batch *slot(struct pipe *p, int64_t seq) { return &p->pool[seq % p->nslots]; }
+
+/* Wait for a free slot and start batch `p->produced` in it. */
+static struct batch *begin_batch(struct pipe *p)
+{
+	struct batch *b;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop && p->produced - p->consumed >= p->nslots)
+		pthread_cond_wait(&p->cv_free, &p->mu);
+	if (p->stop) {
+		pthread_mutex_unlock(&p->mu);
+		return NULL;
+	}
+	b = slot(p, p->produced);
+	pthread_mutex_unlock(&p->mu);
+	b->seq = p->produced;
+	b->len = 0;
+	b->nrec = 0;
+	b->done = 0;
+	return b;
+}
+
+static void submit_batch(struct pipe *p, struct batch *b, int64_t consumed)
+{
+	b->consumed = consumed;
+	pthread_mutex_lock(&p->mu);
+	p->produced++;
+	pthread_cond_broadcast(&p->cv_work);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static int add_record(struct batch *b, const char *s, size_t n, const char *origin, int64_t line)
+{
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : BATCH_BYTES + 4096;
+		char *nb;
+		while (cap < b->len + n)
+			cap *= 2;
+		nb = realloc(b->buf, cap);
+		if (!nb)
+			return -1;
+		b->buf = nb;
+		b->cap = cap;
+	}
+	if (b->nrec == b->reccap) {
+		int cap = b->reccap ? b->reccap * 2 : 1024;
+		struct rec *nr = realloc(b->recs, (size_t)cap * sizeof(*nr));
+		if (!nr)
+			return -1;
+		b->recs = nr;
+		b->reccap = cap;
+	}
+	memcpy(b->buf + b->len, s, n);
+	b->recs[b->nrec].off = b->len;
+	b->recs[b->nrec].len = n;
+	b->recs[b->nrec].origin = origin;
+	b->recs[b->nrec].line = line;
+	b->nrec++;
+	b->len += n;
+	return 0;
+}
+
+static int is_blank(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+			return 0;
+	return 1;
+}
+
+/* The name of the member being read, kept until the end (records point to it). */
+static const char *new_origin(struct pipe *p, struct mt_input *in)
+{
+	char name[4096];
+
+	if (mt_input_is_archive(in))
+		snprintf(name, sizeof(name), "%s:%s", mt_input_name(in), mt_input_member(in));
+	else
+		snprintf(name, sizeof(name), "%s", mt_input_name(in));
+	if (p->norigins == p->origcap) {
+		int cap = p->origcap ? p->origcap * 2 : 16;
+		char **no = realloc(p->origins, (size_t)cap * sizeof(*no));
+		if (!no)
+			return NULL;
+		p->origins = no;
+		p->origcap = cap;
+	}
+	p->origins[p->norigins] = strdup(name);
+	return p->origins[p->norigins] ? p->origins[p->norigins++] : NULL;
+}
+
+/* Read one member into batches. *bp is the batch being filled. */
+static int read_member(struct pipe *p, struct mt_input *in, struct batch **bp, int64_t base,
+		       struct mt_err *err)
+{
+	const struct mt_tokenize_opts *o = p->o;
+	const char *origin = new_origin(p, in);
+	char *line, *para = NULL;
+	size_t len, plen = 0, pcap = 0;
+	int64_t lineno = 0, pline = 0;
+	int r = 0;
+
+	if (!origin)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+#define FLUSH_IF_FULL()                                                                          \
+	do {                                                                                     \
+		if ((*bp)->len >= BATCH_BYTES || (*bp)->nrec >= BATCH_RECORDS) {                 \
+			submit_batch(p, *bp, base + mt_input_consumed(in));                      \
+			if (!(*bp = begin_batch(p)))                                             \
+				goto stopped;                                                    \
+		}                                                                                \
+	} while (0)
+#define ADD(s, n, l)                                                                             \
+	do {                                                                                     \
+		if (add_record(*bp, s, n, origin, l)) {                                          \
+			r = mt_err_set(err, MT_EXIT_IO, "out of memory");                        \
+			goto out;                                                                \
+		}                                                                                \
+		FLUSH_IF_FULL();                                                                 \
+	} while (0)
+
+	if (o->format == MT_TOK_TEXT_FILE) {
+		/* the whole member is one document */
+		ssize_t got;
+		for (;;) {
+			if (plen + 65536 > pcap) {
+				char *np = realloc(para, pcap = (pcap ? pcap * 2 : 1 << 20));
+				if (!np) {
+					r = mt_err_set(err, MT_EXIT_IO, "out of memory");
+					goto out;
+				}
+				para = np;
+			}
+			got = mt_input_read(in, para + plen, pcap - plen, err);
+			if (got < 0) {
+				r = -1;
+				goto out;
+			}
+			if (got == 0)
+				break;
+			plen += (size_t)got;
+		}
+		ADD(para, plen, 1);
+		goto out;
+	}
+	while ((r = mt_input_getline(in, &line, &len, err)) == 1) {
+		lineno++;
+		if (o->format == MT_TOK_JSON) {
+			if (is_blank(line, len))
+				continue;
+			ADD(line, len, lineno);
+		} else if (o->format == MT_TOK_TEXT_LINE) {
+			if (len && line[len - 1] == '\r')
+				len--;
+			ADD(line, len, lineno);
+		} else { /* paragraphs */
+			if (len && line[len - 1] == '\r')
+				len--;
+			if (is_blank(line, len)) {
+				if (plen)
+					ADD(para, plen, pline);
+				plen = 0;
+				continue;
+			}
+			if (plen + len + 1 > pcap) {
+				char *np;
+				pcap = (plen + len + 1) * 2;
+				np = realloc(para, pcap);
+				if (!np) {
+					r = mt_err_set(err, MT_EXIT_IO, "out of memory");
+					goto out;
+				}
+				para = np;
+			}
+			if (plen)
+				para[plen++] = '\n';
+			else
+				pline = lineno;
+			memcpy(para + plen, line, len);
+			plen += len;
+		}
+	}
+	if (r == 0 && o->format == MT_TOK_TEXT_PARA && plen)
+		ADD(para, plen, pline);
+out:
+	free(para);
+	return r < 0 ? -1 : 0;
+stopped:
+	free(para);
+	return 1;
+#undef ADD
+#undef FLUSH_IF_FULL
+}
+
+static void *reader_main(void *arg)
+{
+	struct pipe *p = arg;
+	const struct mt_tokenize_opts *o = p->o;
+	struct mt_err err = { 0 };
+	struct batch *b = begin_batch(p);
+	int64_t base = 0;
+	int failed = 0;
+
+	for (int i = 0; b && i < o->ninputs && !failed; i++) {
+		struct mt_input *in;
+		int r;
+
+		if (mt_input_open(&in, o->inputs[i], &err)) {
+			failed = 1;
+			break;
+		}
+		while ((r = mt_input_next(in, &err)) == 1) {
+			r = read_member(p, in, &b, base, &err);
+			if (r != 0)
+				break;
+		}
+		if (r < 0)
+			failed = 1;
+		base += mt_input_consumed(in);
+		mt_input_close(in);
+		if (r > 0)
+			b = NULL; /* stopped by the writer */
+	}
+	if (b && !failed)
+		submit_batch(p, b, base);
+	pthread_mutex_lock(&p->mu);
+	if (failed) {
+		p->reader_failed = 1;
+		p->reader_err = err;
+	}
+	p->reader_done = 1;
+	pthread_cond_broadcast(&p->cv_work);
+	pthread_cond_broadcast(&p->cv_done);
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* ---- workers --------------------------------------------------------------------------- */
+
+static int key_doc_begin(struct key_out *k)
+{
+	if (k->ndoc == k->dcap) {
+		size_t cap = k->dcap ? k->dcap * 2 : 1024;
+		int32_t *n = realloc(k->nseq, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		k->nseq = n;
+		k->dcap = cap;
+	}
+	k->nseq[k->ndoc++] = 0;
+	return 0;
+}
+
+static int key_seq_add(struct key_out *k, int32_t len)
+{
+	if (k->nlens == k->lcap) {
+		size_t cap = k->lcap ? k->lcap * 2 : 1024;
+		int32_t *n = realloc(k->lens, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		k->lens = n;
+		k->lcap = cap;
+	}
+	k->lens[k->nlens++] = len;
+	k->nseq[k->ndoc - 1]++;
+	return 0;
+}
+
+struct worker {
+	struct pipe *p;
+	struct mt_bpe bpe;
+	char *fix;    /* scratch for repaired text */
+	size_t fixcap;
+	pthread_t th;
+};
+
+/* Tokenize one sentence into key k of the current document. */
+static int sentence(struct worker *w, struct batch *b, struct key_out *k, const char *s, size_t n,
+		    struct mt_err *err)
+{
+	size_t before = k->toks.n, valid = mt_utf8_valid_prefix(s, n);
+
+	if (valid < n) {
+		size_t rep;
+		if (w->fixcap < 3 * n + 1) {
+			char *nf = realloc(w->fix, 3 * n + 1);
+			if (!nf)
+				return mt_err_set(err, MT_EXIT_IO, "out of memory");
+			w->fix = nf;
+			w->fixcap = 3 * n + 1;
+		}
+		n = mt_utf8_repair(s, n, w->fix, &rep);
+		s = w->fix;
+		b->repaired += (int64_t)rep;
+	}
+	if (mt_bpe_encode(&w->bpe, s, n, &k->toks, err))
+		return -1;
+	if (k->toks.n > before)
+		return key_seq_add(k, (int32_t)(k->toks.n - before)) ? mt_err_set(err, MT_EXIT_IO, "out of memory") : 0;
+	return 0;
+}
+
+/* Undo the partial output of a record that turned out bad. */
+static void rollback(struct batch *b, int nkeys, const size_t *toks, const size_t *lens, const size_t *docs)
+{
+	for (int k = 0; k < nkeys; k++) {
+		b->out[k].toks.n = toks[k];
+		b->out[k].nlens = lens[k];
+		b->out[k].ndoc = docs[k];
+	}
+}
+
+static int do_record(struct worker *w, struct batch *b, const struct rec *r, struct mt_err *err)
+{
+	const struct mt_tokenize_opts *o = w->p->o;
+	const char *origin = r->origin;
+	char *s = b->buf + r->off;
+	json_t *root = NULL;
+	int rc = 0;
+
+	if (o->format != MT_TOK_JSON) {
+		struct key_out *k = &b->out[0];
+		if (key_doc_begin(k))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		if (r->len && sentence(w, b, k, s, r->len, err))
+			return -1;
+		if (k->nseq[k->ndoc - 1] == 0)
+			b->empty++;
+		else if (o->append_eod) {
+			k->lens[k->nlens - 1]++;
+			if (mt_ids_push(&k->toks, o->eod))
+				return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		}
+		return 0;
+	} else {
+		json_error_t je;
+		b->repaired += (int64_t)mt_json_fix_surrogates(s, r->len);
+		root = json_loadb(s, r->len, JSON_ALLOW_NUL, &je);
+		if (!root)
+			return mt_err_set(err, MT_EXIT_DATA, "'%s':%lld: invalid JSON at column %d: %s", origin,
+					  (long long)r->line, je.column, je.text);
+		for (int k = 0; k < o->nkeys && !rc; k++) {
+			struct key_out *ko = &b->out[k];
+			const char **parts;
+			size_t *lens;
+			int np = mt_jsonl_get_text(root, o->keys[k], &parts, &lens, err);
+			if (np < 0) {
+				rc = mt_err_prefix(err, "'%s':%lld", origin, (long long)r->line);
+				break;
+			}
+			if (key_doc_begin(ko))
+				rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+			for (int i = 0; i < np && !rc; i++)
+				rc = sentence(w, b, ko, parts[i], lens[i], err);
+			free(parts);
+			free(lens);
+			if (rc)
+				break;
+			if (ko->nseq[ko->ndoc - 1] == 0) {
+				if (k == 0)
+					b->empty++;
+			} else if (o->append_eod) {
+				ko->lens[ko->nlens - 1]++;
+				if (mt_ids_push(&ko->toks, o->eod))
+					rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+			}
+		}
+	}
+	json_decref(root);
+	return rc;
+}
+
+static void do_batch(struct worker *w, struct batch *b)
+{
+	const struct mt_tokenize_opts *o = w->p->o;
+	size_t toks[MT_TOK_MAX_KEYS], lens[MT_TOK_MAX_KEYS], docs[MT_TOK_MAX_KEYS];
+	int nk = o->format == MT_TOK_JSON ? o->nkeys : 1;
+
+	for (int k = 0; k < nk; k++) {
+		b->out[k].toks.n = 0;
+		b->out[k].nlens = 0;
+		b->out[k].ndoc = 0;
+	}
+	b->good = b->bad = b->repaired = b->empty = 0;
+	b->failed = 0;
+	for (int i = 0; i < b->nrec; i++) {
+		struct mt_err err = { 0 };
+		for (int k = 0; k < nk; k++) {
+			toks[k] = b->out[k].toks.n;
+			lens[k] = b->out[k].nlens;
+			docs[k] = b->out[k].ndoc;
+		}
+		if (do_record(w, b, &b->recs[i], &err) == 0) {
+			b->good++;
+			continue;
+		}
+		rollback(b, nk, toks, lens, docs);
+		if (o->skip_bad_lines && err.code == MT_EXIT_DATA) {
+			b->bad++;
+			if (__atomic_fetch_add(&w->p->warned, 1, __ATOMIC_RELAXED) < 10)
+				mt_warn("skipping %s", err.msg);
+			continue;
+		}
+		b->failed = 1;
+		b->err = err;
+		break;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct pipe *p = w->p;
+
+	for (;;) {
+		struct batch *b;
+
+		pthread_mutex_lock(&p->mu);
+		while (!p->stop && p->next_work == p->produced && !p->reader_done)
+			pthread_cond_wait(&p->cv_work, &p->mu);
+		if (p->stop || (p->next_work == p->produced && p->reader_done)) {
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		b = slot(p, p->next_work++);
+		pthread_mutex_unlock(&p->mu);
+		do_batch(w, b);
+		pthread_mutex_lock(&p->mu);
+		b->done = 1;
+		pthread_cond_broadcast(&p->cv_done);
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+/* ---- writer (the calling thread) ------------------------------------------------------------ */
+
+static void stop_all(struct pipe *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cv_work);
+	pthread_cond_broadcast(&p->cv_free);
+	pthread_cond_broadcast(&p->cv_done);
+	pthread_mutex_unlock(&p->mu);
+}
+
+int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *st,
+		    struct mt_err *err)
+{
+	struct pipe p;
+	struct worker *ws = NULL;
+	struct mt_idx_writer *iw[MT_TOK_MAX_KEYS] = { 0 };
+	struct mt_progress prog;
+	pthread_t reader;
+	int nk = o->format == MT_TOK_JSON ? o->nkeys : 1, nw = o->workers > 0 ? o->workers : 1;
+	int started = 0, rc = -1, reader_started = 0;
+	double t0 = mt_now();
+	int64_t next_log = o->log_interval;
+
+	memset(st, 0, sizeof(*st));
+	memset(&p, 0, sizeof(p));
+	p.o = o;
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv_work, NULL);
+	pthread_cond_init(&p.cv_done, NULL);
+	pthread_cond_init(&p.cv_free, NULL);
+	p.nslots = 2 * nw + 2;
+	p.pool = calloc((size_t)p.nslots, sizeof(*p.pool));
+	ws = calloc((size_t)nw, sizeof(*ws));
+	if (!p.pool || !ws) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	p.total_size = 0;
+	for (int i = 0; i < o->ninputs; i++) {
+		struct mt_input *in;
+		int64_t sz = -1;
+		/* sizes for the ETA; a pipe or a missing file makes it unknown */
+		if (strcmp(o->inputs[i], "-") != 0 && mt_input_open(&in, o->inputs[i], err) == 0) {
+			sz = mt_input_size(in);
+			mt_input_close(in);
+		}
+		if (sz < 0 || p.total_size < 0)
+			p.total_size = -1;
+		else
+			p.total_size += sz;
+	}
+	mt_err_clear(err);
+	for (int k = 0; k < nk; k++) {
+		char prefix[4096];
+		snprintf(prefix, sizeof(prefix), "%s_%s_document", o->output_prefix,
+			 o->format == MT_TOK_JSON ? o->keys[k] : "text");
+		if (mt_idx_writer_open(&iw[k], prefix, o->dtype, err))
+			goto out;
+	}
+	for (int i = 0; i < nw; i++) {
+		ws[i].p = &p;
+		if (mt_bpe_init(&ws[i].bpe, o->vocab, o->pretok, err))
+			goto out;
+	}
+	for (; started < nw; started++)
+		if (pthread_create(&ws[started].th, NULL, worker_main, &ws[started])) {
+			mt_err_set(err, MT_EXIT_IO, "cannot start worker threads");
+			goto out;
+		}
+	if (pthread_create(&reader, NULL, reader_main, &p)) {
+		mt_err_set(err, MT_EXIT_IO, "cannot start the reader thread");
+		goto out;
+	}
+	reader_started = 1;
+	mt_progress_init(&prog, o->prog, "docs", p.total_size, o->quiet);
+	for (;;) {
+		struct batch *b;
+
+		pthread_mutex_lock(&p.mu);
+		while (!(p.consumed < p.produced && slot(&p, p.consumed)->done) &&
+		       !(p.reader_done && p.consumed == p.produced))
+			pthread_cond_wait(&p.cv_done, &p.mu);
+		if (p.consumed == p.produced) {
+			pthread_mutex_unlock(&p.mu);
+			break; /* reader done, everything written */
+		}
+		b = slot(&p, p.consumed);
+		pthread_mutex_unlock(&p.mu);
+		if (b->failed) {
+			*err = b->err;
+			goto out;
+		}
+		for (int k = 0; k < nk; k++) {
+			struct key_out *ko = &b->out[k];
+			size_t t = 0, l = 0;
+			for (size_t d = 0; d < ko->ndoc; d++) {
+				int32_t ns = ko->nseq[d];
+				size_t nt = 0;
+				for (int32_t q = 0; q < ns; q++)
+					nt += (size_t)ko->lens[l + (size_t)q];
+				if (mt_idx_writer_add_document(iw[k], ko->toks.a + t, ko->lens + l, ns, err))
+					goto out;
+				t += nt;
+				l += (size_t)ns;
+			}
+			st->tokens += (int64_t)ko->toks.n;
+		}
+		st->documents += b->good;
+		st->bad_lines += b->bad;
+		st->repaired += b->repaired;
+		st->empty += b->empty;
+		st->text_bytes += (int64_t)b->len;
+		mt_progress_update(&prog, b->consumed, st->documents);
+		if (o->log_interval > 0 && st->documents >= next_log) {
+			double dt = mt_now() - t0;
+			mt_info("processed %lld documents (%.1f docs/s, %.2f MB/s)", (long long)st->documents,
+				(double)st->documents / dt, (double)st->text_bytes / dt / 1e6);
+			while (next_log <= st->documents)
+				next_log += o->log_interval;
+		}
+		pthread_mutex_lock(&p.mu);
+		p.consumed++;
+		pthread_cond_broadcast(&p.cv_free);
+		pthread_mutex_unlock(&p.mu);
+	}
+	mt_progress_done(&prog);
+	if (p.reader_failed) {
+		*err = p.reader_err;
+		goto out;
+	}
+	for (int k = 0; k < nk; k++) {
+		int r = mt_idx_writer_commit(iw[k], err);
+		iw[k] = NULL;
+		if (r)
+			goto out;
+	}
+	rc = 0;
+out:
+	if (rc)
+		mt_progress_done(&prog);
+	stop_all(&p);
+	if (reader_started)
+		pthread_join(reader, NULL);
+	for (int i = 0; i < started; i++)
+		pthread_join(ws[i].th, NULL);
+	if (rc == 0 && p.reader_failed) {
+		*err = p.reader_err;
+		rc = -1;
+	}
+	for (int k = 0; k < nk; k++)
+		if (iw[k])
+			mt_idx_writer_abort(iw[k]);
+	for (int i = 0; ws && i < nw; i++) {
+		if (ws[i].bpe.v)
+			mt_bpe_free(&ws[i].bpe);
+		free(ws[i].fix);
+	}
+	free(ws);
+	for (int i = 0; p.pool && i < p.nslots; i++) {
+		free(p.pool[i].buf);
+		free(p.pool[i].recs);
+		for (int k = 0; k < MT_TOK_MAX_KEYS; k++) {
+			mt_ids_free(&p.pool[i].out[k].toks);
+			free(p.pool[i].out[k].lens);
+			free(p.pool[i].out[k].nseq);
+		}
+	}
+	free(p.pool);
+	for (int i = 0; i < p.norigins; i++)
+		free(p.origins[i]);
+	free(p.origins);
+	pthread_mutex_destroy(&p.mu);
+	pthread_cond_destroy(&p.cv_work);
+	pthread_cond_destroy(&p.cv_done);
+	pthread_cond_destroy(&p.cv_free);
+	st->seconds = mt_now() - t0;
+	return rc;
+}
