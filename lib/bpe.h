@@ -47,6 +47,9 @@ struct mt_bpe {
 	uint32_t *ver;
 	struct mt_bpe_heap_ent *heap;
 	size_t cap;
+	int32_t *added;       /* Hugging Face added tokens matched in the text, longest first */
+	int nadded;
+	uint8_t added_first[256]; /* 1 where some added token starts with that byte */
 	char *prefixed;       /* text with a leading space (add_prefix_space) */
 	size_t prefixed_cap;
 	uint64_t hits, misses;
@@ -56,8 +59,10 @@ int mt_bpe_init(struct mt_bpe *b, const struct mt_vocab *v, const struct mt_pret
 		struct mt_err *err);
 void mt_bpe_free(struct mt_bpe *b);
 
-/* Append the ids of text[0..n) (valid UTF-8) to *out. Special tokens in the text are
- * encoded as ordinary text, as tiktoken's encode_ordinary does. */
+/* Append the ids of text[0..n) (valid UTF-8) to *out. For GPT-2 and tiktoken files,
+ * special tokens in the text are encoded as ordinary text, as tiktoken's encode_ordinary
+ * does; for tokenizer.json, added tokens found in the text become their ids, as the
+ * Hugging Face tokenizer does (no BOS/EOS template is applied). */
 int mt_bpe_encode(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out,
 		  struct mt_err *err);
 

@@ -15,7 +15,7 @@
 #include "progress.h"
 #include "utf8.h"
 
-#define BATCH_BYTES (1 << 20)
+#define BATCH_BYTES (256 << 10)
 #define BATCH_RECORDS 8192
 
 struct rec {

@@ -4,7 +4,7 @@
  * records (JSON lines, or text documents by line, paragraph or file); worker threads
  * parse and tokenize batches; the calling thread writes the results in input order to
  * one indexed dataset per JSON key. Batches are recycled from a fixed pool, so memory
- * is bounded by (2 x workers + 2) batches of about 1 MiB of text (plus their tokens and
+ * is bounded by (2 x workers + 2) batches of about 256 KiB of text (plus their tokens and
  * each worker's encoder), whatever the size of the input. Output bytes do not depend on
  * the number of workers. */
 #ifndef MT_TOKENIZE_H

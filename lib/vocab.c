@@ -73,16 +73,6 @@ static int unmap_token(const char *s, size_t n, char *out, size_t *outn)
 
 /* ---- building ------------------------------------------------------------------------ */
 
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	const unsigned char *s = p;
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h ^ (h >> 32);
-}
-
 static int reserve(struct mt_vocab *v, int32_t n, size_t arena_bytes, struct mt_err *err)
 {
 	v->n = n;
@@ -98,9 +88,9 @@ static int reserve(struct mt_vocab *v, int32_t n, size_t arena_bytes, struct mt_
 	return 0;
 }
 
-static int32_t tab_find(const struct mt_vocab *v, const void *bytes, size_t n)
+static int32_t tab_find_h(const struct mt_vocab *v, const void *bytes, size_t n, uint64_t h)
 {
-	uint64_t i = hash_bytes(bytes, n) & v->tab_mask;
+	uint64_t i = h & v->tab_mask;
 
 	for (;;) {
 		int32_t id = v->tab[i];
@@ -112,9 +102,19 @@ static int32_t tab_find(const struct mt_vocab *v, const void *bytes, size_t n)
 	}
 }
 
+static int32_t tab_find(const struct mt_vocab *v, const void *bytes, size_t n)
+{
+	return tab_find_h(v, bytes, n, mt_vocab_hash(bytes, n));
+}
+
 int32_t mt_vocab_lookup(const struct mt_vocab *v, const void *bytes, size_t n)
 {
 	return v->tab ? tab_find(v, bytes, n) : -1;
+}
+
+int32_t mt_vocab_lookup_hashed(const struct mt_vocab *v, const void *bytes, size_t n, uint64_t h)
+{
+	return v->tab ? tab_find_h(v, bytes, n, h) : -1;
 }
 
 int32_t mt_vocab_find(const struct mt_vocab *v, const char *text)
@@ -160,7 +160,7 @@ static int build_table(struct mt_vocab *v, const char *file, struct mt_err *err)
 		if (tab_find(v, b, v->len[id]) >= 0)
 			return mt_err_set(err, MT_EXIT_DATA, "'%s': token %d has the same bytes as token %d",
 					  file, id, tab_find(v, b, v->len[id]));
-		i = hash_bytes(b, v->len[id]) & v->tab_mask;
+		i = mt_vocab_hash(b, v->len[id]) & v->tab_mask;
 		while (v->tab[i] >= 0)
 			i = (i + 1) & v->tab_mask;
 		v->tab[i] = id;
@@ -337,8 +337,10 @@ int mt_vocab_load_gpt2(struct mt_vocab *v, const char *vocab_json, const char *m
 				   vocab_json, id, key);
 			goto out;
 		}
-		if (unmap_token(key, strlen(key), tmp, &n) != 0 || n == 0) {
-			/* not in the byte mapping: a special token such as <|endoftext|> */
+		size_t kl = strlen(key);
+		int looks_special = kl > 4 && strncmp(key, "<|", 2) == 0 && strcmp(key + kl - 2, "|>") == 0;
+		if (looks_special || unmap_token(key, kl, tmp, &n) != 0 || n == 0) {
+			/* a special token such as <|endoftext|>, or not in the byte mapping */
 			if (strncmp(key, "<|", 2) != 0 && strncmp(key, "<", 1) != 0) {
 				mt_err_set(err, MT_EXIT_DATA,
 					   "vocabulary '%s': token '%s' is not in GPT-2's byte-level alphabet",
@@ -745,8 +747,8 @@ int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_e
 		json_int_t id = json_integer_value(json_object_get(item, "id"));
 		if (!content || id < 0 || id >= v->n)
 			continue;
-		if (v->len[id] && !v->special[id])
-			continue; /* an added token that is also a regular one keeps its bytes */
+		/* added tokens are matched in the text before any merging, so they
+		 * leave the mergeable table even when they also sit in the vocab */
 		if (mt_vocab_add_special(v, content, (int32_t)id, err))
 			goto out;
 	}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Tokenizer throughput: mt-tokenize against tiktoken (Python, native; or npm's WebAssembly
+# build where Python's is missing) and Hugging Face tokenizers, in the same run on the
+# same text. Prints MB/s of input text, the ratio to the reference and mt's peak memory.
+#
+#   bench/tokenize.sh [LINES]      (default 20000 lines, about 22 MB of hard cases)
+#
+# Needs: bin/mt-tokenize (make), tests/reference/fetch.sh (npm) for the vocabularies,
+# python3; optional: Python tiktoken / tokenizers, node.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LINES=${1:-20000}
+THREADS=${THREADS:-$(nproc)}
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+C=tests/reference/.cache
+[ -s $C/cl100k_base.tiktoken ] || tests/reference/fetch.sh
+
+python3 tests/reference/make-hard-corpus.py --lines "$LINES" > "$W/corpus.jsonl"
+echo "# corpus: make-hard-corpus.py --lines $LINES, $(stat -c %s "$W/corpus.jsonl") bytes; $(nproc) CPUs; $(date -u +%F)"
+
+# peak RSS of a command, in MB (kernel's ru_maxrss of the child)
+peak() { python3 -c 'import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]); sys.exit(r.returncode) if r.returncode else print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss//1024)' "$@"; }
+
+# mt: MB/s of text from the summary line (tokenization proper: text bytes / wall time)
+mt() { # name threads args...
+	local name=$1 threads=$2; shift 2
+	local log=$W/log rss
+	rss=$(peak bin/mt-tokenize --input "$W/corpus.jsonl" --skip-bad-lines --workers "$threads" \
+		--output-prefix "$W/out" "$@" 2> "$log" | tail -n 1)
+	local rate ntok
+	rate=$(grep -o '([0-9.]* [kMG]B/s)' "$log" | tail -n 1 | tr -d '()')
+	ntok=$(grep -o '[0-9]* tokens' "$log" | tail -n 1 | cut -d' ' -f1)
+	case $rate in *GB/s) rate=$(awk -v r="${rate% GB/s}" 'BEGIN{print r*1000}') ;; *) rate=${rate% MB/s} ;; esac
+	echo "$name $threads $rate $ntok $rss"
+}
+
+{
+	mt mt-gpt2 1 --tokenizer-type GPT2BPETokenizer --vocab-file $C/gpt2-vocab.json --merge-file $C/gpt2-merges.txt
+	mt mt-gpt2 "$THREADS" --tokenizer-type GPT2BPETokenizer --vocab-file $C/gpt2-vocab.json --merge-file $C/gpt2-merges.txt
+	mt mt-cl100k 1 --tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken
+	mt mt-cl100k "$THREADS" --tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken
+	if python3 -c 'import tiktoken' 2>/dev/null || python3 -c 'import tokenizers' 2>/dev/null; then
+		# Python tiktoken would download its rank files: point its cache at ours
+		mkdir -p "$W/tiktoken-cache"
+		export TIKTOKEN_CACHE_DIR=$W/tiktoken-cache
+		python3 - "$C" "$W/tiktoken-cache" <<'PY'
+import hashlib, shutil, sys
+c, d = sys.argv[1], sys.argv[2]
+urls = {"r50k_base": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
+        "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"}
+for name, url in urls.items():
+    shutil.copy(f"{c}/{name}.tiktoken", f"{d}/{hashlib.sha1(url.encode()).hexdigest()}")
+gpt2 = {"vocab.bpe": "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/vocab.bpe",
+        "encoder.json": "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json"}
+for f, url in (("gpt2-merges.txt", gpt2["vocab.bpe"]), ("gpt2-vocab.json", gpt2["encoder.json"])):
+    shutil.copy(f"{c}/{f}", f"{d}/{hashlib.sha1(url.encode()).hexdigest()}")
+PY
+		python3 bench/tokenize_ref.py "$W/corpus.jsonl" $C/gpt2-vocab.json $C/gpt2-merges.txt "$THREADS"
+	fi
+	if command -v node >/dev/null && [ -d $C/node_modules/tiktoken ]; then
+		node bench/tokenize_ref.mjs "$W/corpus.jsonl" $C/node_modules
+	fi
+} > "$W/results"
+
+awk -v threads="$THREADS" '
+	{ rate[$1 " " $2] = $3; tok[$1 " " $2] = $4; if ($5 != "") rss[$1 " " $2] = $5; order[n++] = $1 " " $2 }
+	END {
+		printf "%-24s %7s %10s %12s %8s\n", "engine", "threads", "MB/s", "tokens", "peak MB"
+		for (i = 0; i < n; i++) { k = order[i]; split(k, a, " ")
+			printf "%-24s %7s %10.2f %12s %8s\n", a[1], a[2], rate[k], tok[k], (k in rss) ? rss[k] : "-" }
+		print ""
+		split("gpt2 cl100k", encs, " ")
+		for (e = 1; e <= 2; e++) {
+			enc = encs[e]
+			for (t = 1; t <= 2; t++) {
+				th = (t == 1) ? 1 : threads
+				m = rate["mt-" enc " " th]
+				split("tiktoken-" enc " hf-tokenizers-" enc " tiktoken-wasm-" enc, refs, " ")
+				for (r = 1; r <= 3; r++) { k = refs[r] " " th
+					if (k in rate && rate[k] > 0)
+						printf "ratio %s %s threads: mt / %s = %.2fx\n", enc, th, refs[r], m / rate[k] }
+			}
+			if (rate["mt-" enc " 1"] > 0)
+				printf "scaling %s: %s threads / 1 thread = %.2fx\n", enc, threads, rate["mt-" enc " " threads] / rate["mt-" enc " 1"]
+		}
+	}' "$W/results"
