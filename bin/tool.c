@@ -54,6 +54,13 @@ void mt_die(int code, const char *fmt, ...)
 
 void mt_die_err(const struct mt_err *e)
 {
+	if (e->code == MT_EXIT_USAGE && tool) {
+		fflush(stdout);
+		fprintf(stderr, "%s: error: %s\ntry '%s --help' for more information\n", tool->name, e->msg,
+			tool->name);
+		mt_atomic_unlink_all();
+		exit(MT_EXIT_USAGE);
+	}
 	mt_die(e->code ? e->code : MT_EXIT_IO, "%s", e->msg[0] ? e->msg : "unknown error");
 }
 
@@ -93,10 +100,6 @@ void mt_tool_common(struct mt_opt *o, int id)
 	default:
 		break;
 	}
-	if (o->quiet)
-		mt_log_set_level(MT_LOG_ERROR);
-	else if (o->verbose > 1)
-		mt_log_set_level(MT_LOG_DEBUG);
 }
 
 void mt_tool_unavailable(const struct mt_tool_info *t, int argc, char **argv)

@@ -10,12 +10,13 @@
 /* Set the log prefix and signal handlers; call first in main(). */
 void mt_tool_start(const struct mt_tool_info *t);
 
-/* Handle the ids every tool treats the same (help, version, errors) and apply
- * -q/-v to the log level. Returns for any other id. */
+/* Handle the ids every tool treats the same (help, version, errors). Returns for
+ * any other id. */
 void mt_tool_common(struct mt_opt *o, int id);
 
 /* "mt-x: error: <msg>" on stderr, then exit with `code`. */
 __attribute__((noreturn, format(printf, 2, 3))) void mt_die(int code, const char *fmt, ...);
+/* Exit with the error's class; a usage error also gets the --help hint. */
 __attribute__((noreturn)) void mt_die_err(const struct mt_err *e);
 /* A usage error: the message, the usage lines and a hint, exit 2. */
 __attribute__((noreturn, format(printf, 2, 3))) void mt_die_usage(const struct mt_opt *o,

@@ -273,14 +273,12 @@ static int encode_piece(struct mt_bpe *b, const char *s, size_t n, struct mt_ids
 	if (n <= CACHE_BYTES) {
 		slot = &b->cache[h & (CACHE_SLOTS - 1)];
 		if (slot->hash == h && slot->len == n && memcmp(slot->bytes, s, n) == 0) {
-			b->hits++;
 			if (mt_ids_reserve(out, slot->nids))
 				return -1;
 			memcpy(out->a + out->n, slot->ids, slot->nids * sizeof(int32_t));
 			out->n += slot->nids;
 			return 0;
 		}
-		b->misses++;
 	}
 	k = 0;
 	if (v->ignore_merges) {

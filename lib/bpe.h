@@ -52,7 +52,6 @@ struct mt_bpe {
 	uint8_t added_first[256]; /* 1 where some added token starts with that byte */
 	char *prefixed;       /* text with a leading space (add_prefix_space) */
 	size_t prefixed_cap;
-	uint64_t hits, misses;
 };
 
 int mt_bpe_init(struct mt_bpe *b, const struct mt_vocab *v, const struct mt_pretok *p,

@@ -41,10 +41,12 @@ static int arc_err(struct mt_input *in, struct mt_err *err, const char *what)
 	int code = e == ENOENT || e == EACCES || e == EIO || e == ENOMEM || e == EISDIR || e == EPERM
 		   ? MT_EXIT_IO : MT_EXIT_DATA;
 
+	/* libarchive sometimes has no words for a stream cut short near its end */
+	if (!m || !*m)
+		m = "corrupt or truncated data";
 	if (in->is_archive && in->member)
-		return mt_err_set(err, code, "%s '%s' (member '%s'): %s", what, in->name, in->member,
-				  m ? m : "unknown error");
-	return mt_err_set(err, code, "%s '%s': %s", what, in->name, m ? m : "unknown error");
+		return mt_err_set(err, code, "%s '%s' (member '%s'): %s", what, in->name, in->member, m);
+	return mt_err_set(err, code, "%s '%s': %s", what, in->name, m);
 }
 
 static int read_header(struct mt_input *in, struct mt_err *err)

@@ -5,6 +5,8 @@
  * what lets a list option swallow the values that follow it. */
 #include "opt.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -125,12 +127,16 @@ int mt_opt_next(struct mt_opt *o)
 			return mt_err_set(&o->err, MT_EXIT_USAGE, "unknown option '-%c'", c), MT_OPT_ERROR;
 		r = row(o, idx);
 		o->cur = r;
+		/* -q and -v set the log level here, wherever they stand */
 		if (r->id == -100) {
 			o->quiet = 1;
+			mt_log_set_level(MT_LOG_ERROR);
 			continue;
 		}
 		if (r->id == -101) {
 			o->verbose++;
+			if (!o->quiet && o->verbose > 1)
+				mt_log_set_level(MT_LOG_DEBUG);
 			continue;
 		}
 		o->arg = optarg;

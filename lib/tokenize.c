@@ -32,7 +32,7 @@ struct key_out {
 	size_t ndoc, dcap;
 };
 
-struct batch {
+struct __attribute__((aligned(128))) batch {
 	int64_t seq;
 	char *buf;
 	size_t len, cap;
@@ -335,7 +335,8 @@ static int key_seq_add(struct key_out *k, int32_t len)
 	return 0;
 }
 
-struct worker {
+/* Aligned so that no two workers' hot state shares a cache line. */
+struct __attribute__((aligned(128))) worker {
 	struct pipe *p;
 	struct mt_bpe bpe;
 	char *fix;    /* scratch for repaired text */
@@ -528,14 +529,19 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 
 	memset(st, 0, sizeof(*st));
 	memset(&p, 0, sizeof(p));
+	memset(&prog, 0, sizeof(prog)); /* disabled until mt_progress_init */
 	p.o = o;
 	pthread_mutex_init(&p.mu, NULL);
 	pthread_cond_init(&p.cv_work, NULL);
 	pthread_cond_init(&p.cv_done, NULL);
 	pthread_cond_init(&p.cv_free, NULL);
 	p.nslots = 2 * nw + 2;
-	p.pool = calloc((size_t)p.nslots, sizeof(*p.pool));
-	ws = calloc((size_t)nw, sizeof(*ws));
+	p.pool = aligned_alloc(128, (size_t)p.nslots * sizeof(*p.pool));
+	if (p.pool)
+		memset(p.pool, 0, (size_t)p.nslots * sizeof(*p.pool));
+	ws = aligned_alloc(128, (size_t)nw * sizeof(*ws));
+	if (ws)
+		memset(ws, 0, (size_t)nw * sizeof(*ws));
 	if (!p.pool || !ws) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
 		goto out;

@@ -14,9 +14,16 @@ step "corpus: share/demo/make-corpus.py -> $DEMO/corpus.jsonl.zst"
 python3 share/demo/make-corpus.py --docs 20000 | zstd -q -f -o "$DEMO/corpus.jsonl.zst"
 ls -l "$DEMO/corpus.jsonl.zst" >&2
 
-step "tools in this build"
-for t in mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate; do
-	"$t" --version | head -n 1
-done
+step "vocabulary: mt-tokenize train (byte-level BPE in GPT-2's file format)"
+mt-tokenize train --input "$DEMO/corpus.jsonl.zst" --vocab-size 4096 --output-prefix "$DEMO/bpe"
 
-step "done: the demo corpus is in $DEMO/ (the tokenize, index, train, eval and generate stages arrive with those tools)"
+step "tokenize: mt-tokenize -> $DEMO/corpus_text_document.{bin,idx}"
+mt-tokenize --input "$DEMO/corpus.jsonl.zst" --json-keys text \
+	--tokenizer-type GPT2BPETokenizer --vocab-file "$DEMO/bpe-vocab.json" --merge-file "$DEMO/bpe-merges.txt" \
+	--append-eod --output-prefix "$DEMO/corpus"
+
+step "look: the first document, decoded back from its token ids"
+mt-tokenize decode --tokenizer-type GPT2BPETokenizer --vocab-file "$DEMO/bpe-vocab.json" \
+	--merge-file "$DEMO/bpe-merges.txt" --dataset "$DEMO/corpus_text_document" --docs 0:1
+
+step "done: $DEMO/ holds the corpus, its vocabulary and the tokenized dataset (index, train, eval and generate stages arrive with those tools)"
