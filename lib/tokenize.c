@@ -1,7 +1,6 @@
 /* tokenize.c: reader thread, worker threads and the ordered writer (see tokenize.h). */
 #include "tokenize.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +9,7 @@
 #include "bpe.h"
 #include "idx.h"
 #include "input.h"
-#include "jsonl.h"
+#include "jsontext.h"
 #include "log.h"
 #include "progress.h"
 #include "utf8.h"
@@ -339,6 +338,7 @@ static int key_seq_add(struct key_out *k, int32_t len)
 struct __attribute__((aligned(128))) worker {
 	struct pipe *p;
 	struct mt_bpe bpe;
+	struct mt_jsontext json;
 	char *fix;    /* scratch for repaired text */
 	size_t fixcap;
 	pthread_t th;
@@ -385,7 +385,6 @@ static int do_record(struct worker *w, struct batch *b, const struct rec *r, str
 	const struct mt_tokenize_opts *o = w->p->o;
 	const char *origin = r->origin;
 	char *s = b->buf + r->off;
-	json_t *root = NULL;
 	int rc = 0;
 
 	if (o->format != MT_TOK_JSON) {
@@ -403,27 +402,28 @@ static int do_record(struct worker *w, struct batch *b, const struct rec *r, str
 		}
 		return 0;
 	} else {
-		json_error_t je;
-		b->repaired += (int64_t)mt_json_fix_surrogates(s, r->len);
-		root = json_loadb(s, r->len, JSON_ALLOW_NUL, &je);
-		if (!root)
-			return mt_err_set(err, MT_EXIT_DATA, "'%s':%lld: invalid JSON at column %d: %s", origin,
-					  (long long)r->line, je.column, je.text);
+		struct mt_jsontext *jt = &w->json;
+		if (mt_jsontext_parse(jt, s, r->len, o->keys, o->nkeys, err))
+			return mt_err_prefix(err, "'%s':%lld", origin, (long long)r->line);
+		b->repaired += jt->surrogates;
 		for (int k = 0; k < o->nkeys && !rc; k++) {
 			struct key_out *ko = &b->out[k];
-			const char **parts;
-			size_t *lens;
-			int np = mt_jsonl_get_text(root, o->keys[k], &parts, &lens, err);
-			if (np < 0) {
-				rc = mt_err_prefix(err, "'%s':%lld", origin, (long long)r->line);
-				break;
-			}
+			int np = jt->count[k];
+			if (np == MT_JSONTEXT_MISSING)
+				return mt_err_set(err, MT_EXIT_DATA, "'%s':%lld: key '%s' not found", origin,
+						  (long long)r->line, o->keys[k]);
+			if (np == MT_JSONTEXT_NOT_TEXT && jt->bad_item[k] >= 0)
+				return mt_err_set(err, MT_EXIT_DATA, "'%s':%lld: key '%s': item %d of the list is not a string",
+						  origin, (long long)r->line, o->keys[k], jt->bad_item[k]);
+			if (np == MT_JSONTEXT_NOT_TEXT)
+				return mt_err_set(err, MT_EXIT_DATA, "'%s':%lld: key '%s' is neither a string nor a list of strings",
+						  origin, (long long)r->line, o->keys[k]);
 			if (key_doc_begin(ko))
-				rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
-			for (int i = 0; i < np && !rc; i++)
-				rc = sentence(w, b, ko, parts[i], lens[i], err);
-			free(parts);
-			free(lens);
+				return mt_err_set(err, MT_EXIT_IO, "out of memory");
+			for (int i = 0; i < np && !rc; i++) {
+				int q = jt->first[k] + i;
+				rc = sentence(w, b, ko, jt->buf + jt->off[q], jt->len[q], err);
+			}
 			if (rc)
 				break;
 			if (ko->nseq[ko->ndoc - 1] == 0) {
@@ -436,7 +436,6 @@ static int do_record(struct worker *w, struct batch *b, const struct rec *r, str
 			}
 		}
 	}
-	json_decref(root);
 	return rc;
 }
 
@@ -664,6 +663,7 @@ out:
 	for (int i = 0; ws && i < nw; i++) {
 		if (ws[i].bpe.v)
 			mt_bpe_free(&ws[i].bpe);
+		mt_jsontext_free(&ws[i].json);
 		free(ws[i].fix);
 	}
 	free(ws);

@@ -719,3 +719,15 @@ peak_rss_kb() {
 	[ $((big * 4)) -le $((small * 5)) ]
 	only_files time.log
 }
+
+@test "JSON records: accepted, refused and decoded exactly as Python's json module does, on 5000 mutated lines" {
+	head -n 300 "$BATS_FILE_TMPDIR/hard.jsonl" > h.jsonl
+	python3 "$MT_ROOT/tests/reference/json-check.py" --mutate 7 5000 < h.jsonl > mut.jsonl
+	cat h.jsonl >> mut.jsonl
+	python3 "$MT_ROOT/tests/reference/json-check.py" < mut.jsonl > py.txt
+	jsontext-check < mut.jsonl > c.txt
+	[ "$(wc -l < c.txt)" -eq 5300 ]
+	[ "$(grep -c '^err$' py.txt)" -gt 1000 ]   # the mutations do produce bad lines
+	[ "$(grep -vc '^err$\|^missing$\|^nottext$' py.txt)" -gt 400 ] # and good ones
+	cmp py.txt c.txt
+}
