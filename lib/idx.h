@@ -71,6 +71,13 @@ struct mt_idx;
  * (else MT_EXIT_DATA); its .bin is copied as raw bytes, its lengths appended and
  * its document indices 1..D-1 appended shifted by the current sequence count. */
 int mt_idx_writer_add_index(struct mt_idx_writer *w, const struct mt_idx *ix, struct mt_err *err);
+/* Many documents at once: data holds their tokens already in the writer's dtype
+ * (little-endian), lens[0..nlens) every sequence's length, nseq[0..ndocs) each
+ * document's number of sequences. The same files as adding them one by one, with a
+ * few large writes: for producers (mt-tokenize's workers) that convert in parallel. */
+int mt_idx_writer_add_batch(struct mt_idx_writer *w, const void *data, size_t nbytes,
+			    const int32_t *lens, size_t nlens, const int32_t *nseq, size_t ndocs,
+			    struct mt_err *err);
 int64_t mt_idx_writer_sequences(const struct mt_idx_writer *w);
 /* Documents added (not counting the leading 0 of the document index). */
 int64_t mt_idx_writer_documents(const struct mt_idx_writer *w);

@@ -439,6 +439,24 @@ static int do_record(struct worker *w, struct batch *b, const struct rec *r, str
 	return rc;
 }
 
+/* Rewrite the int32 ids in place as the dtype's little-endian bytes (the dtype is never
+ * wider than int32 here). */
+static int to_dtype(struct mt_ids *t, int dtype, struct mt_err *err)
+{
+	if (dtype == MT_IDX_I32)
+		return 0;
+	if (dtype == MT_IDX_U16) {
+		uint16_t *o = (uint16_t *)t->a;
+		for (size_t i = 0; i < t->n; i++) {
+			if ((uint32_t)t->a[i] > UINT16_MAX)
+				return mt_err_set(err, MT_EXIT_DATA, "token %d does not fit uint16", t->a[i]);
+			o[i] = (uint16_t)t->a[i];
+		}
+		return 0;
+	}
+	return mt_err_set(err, MT_EXIT_USAGE, "internal: mt-tokenize writes uint16 or int32, not dtype %d", dtype);
+}
+
 static void do_batch(struct worker *w, struct batch *b)
 {
 	const struct mt_tokenize_opts *o = w->p->o;
@@ -474,6 +492,12 @@ static void do_batch(struct worker *w, struct batch *b)
 		b->err = err;
 		break;
 	}
+	/* narrow to the output dtype here, in parallel, so the writer only copies */
+	for (int k = 0; k < nk && !b->failed; k++)
+		if (to_dtype(&b->out[k].toks, o->dtype, &b->err)) {
+			b->failed = 1;
+			break;
+		}
 }
 
 static void *worker_main(void *arg)
@@ -602,17 +626,9 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 		}
 		for (int k = 0; k < nk; k++) {
 			struct key_out *ko = &b->out[k];
-			size_t t = 0, l = 0;
-			for (size_t d = 0; d < ko->ndoc; d++) {
-				int32_t ns = ko->nseq[d];
-				size_t nt = 0;
-				for (int32_t q = 0; q < ns; q++)
-					nt += (size_t)ko->lens[l + (size_t)q];
-				if (mt_idx_writer_add_document(iw[k], ko->toks.a + t, ko->lens + l, ns, err))
-					goto out;
-				t += nt;
-				l += (size_t)ns;
-			}
+			if (mt_idx_writer_add_batch(iw[k], ko->toks.a, ko->toks.n * (size_t)mt_idx_dtype_size(o->dtype),
+						    ko->lens, ko->nlens, ko->nseq, ko->ndoc, err))
+				goto out;
 			st->tokens += (int64_t)ko->toks.n;
 		}
 		st->documents += b->good;

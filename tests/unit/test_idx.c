@@ -764,6 +764,48 @@ static void numpy_check(const char *prefix, const struct mt_idx *ix)
 		       want[3], want[4], want[5]);
 }
 
+/* A batch write gives the same files as the same documents one at a time. */
+static void test_idx_add_batch(void)
+{
+	/* documents: [1 2 | 3], [], [4 5 6] */
+	static const int32_t toks[] = { 1, 2, 3, 4, 5, 6 };
+	static const uint16_t raw[] = { 1, 2, 3, 4, 5, 6 };
+	static const int32_t lens[] = { 2, 1, 3 }, nseq[] = { 2, 0, 1 }, badn[] = { 2, 0, 2 };
+	struct mt_err e = { 0 };
+	struct mt_idx_writer *w = NULL;
+	unsigned char *x, *y;
+	size_t nx, ny;
+
+	mkdir(path("%s", "batch"), 0777);
+	mt_idx_writer_open(&w, path("%s", "batch/one"), MT_IDX_U16, &e);
+	if (!w)
+		return;
+	mt_idx_writer_add_document(w, toks, lens, 2, &e);
+	mt_idx_writer_add_document(w, NULL, NULL, 0, &e);
+	mt_idx_writer_add_document(w, toks + 3, lens + 2, 1, &e);
+	mt_idx_writer_commit(w, &e);
+	mt_idx_writer_open(&w, path("%s", "batch/many"), MT_IDX_U16, &e);
+	if (!w)
+		return;
+	is_int(mt_idx_writer_add_batch(w, raw, sizeof(raw), lens, 3, badn, 3, &e), -1,
+	       "documents that claim more sequences than given are refused");
+	is_int(mt_idx_writer_add_batch(w, raw, sizeof(raw) - 2, lens, 3, nseq, 3, &e), -1,
+	       "bytes that do not match the lengths are refused");
+	is_int(mt_idx_writer_add_batch(w, raw, sizeof(raw), lens, 3, nseq, 3, &e), 0, "add_batch");
+	is_int(mt_idx_writer_documents(w), 3, "documents counted");
+	is_int(mt_idx_writer_commit(w, &e), 0, "commit");
+	x = read_file(path("%s", "batch/one.idx"), &nx);
+	y = read_file(path("%s", "batch/many.idx"), &ny);
+	ok(x && y && bytes_equal(x, nx, y, ny), "batch .idx identical to one document at a time");
+	free(x);
+	free(y);
+	x = read_file(path("%s", "batch/one.bin"), &nx);
+	y = read_file(path("%s", "batch/many.bin"), &ny);
+	ok(x && y && bytes_equal(x, nx, y, ny), "batch .bin identical too");
+	free(x);
+	free(y);
+}
+
 static void test_idx_numpy(void)
 {
 	const char *prefixes[] = { "u16/x", "i32/x", "raw/f", "large/x", "merge/m" };
@@ -802,6 +844,7 @@ int main(void)
 	test_idx_corrupt();
 	test_idx_large();
 	test_idx_add_index();
+	test_idx_add_batch();
 	test_idx_numpy();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
