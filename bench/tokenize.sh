@@ -63,6 +63,21 @@ PY
 	fi
 } > "$W/results"
 
+# Scaling on a larger input (the corpus repeated SCALE times) so that start-up and the
+# final fsync do not dominate; mt only.
+SCALE=${SCALE:-8}
+for _ in $(seq "$SCALE"); do cat "$W/corpus.jsonl"; done > "$W/big.jsonl"
+for enc in gpt2 cl100k; do
+	if [ $enc = gpt2 ]; then a=(--tokenizer-type GPT2BPETokenizer --vocab-file $C/gpt2-vocab.json --merge-file $C/gpt2-merges.txt)
+	else a=(--tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken); fi
+	for t in 1 $(( THREADS / 2 )) "$THREADS"; do
+		r=$(bin/mt-tokenize --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2>&1 |
+			grep -o '([0-9.]* [kMG]B/s)' | tail -n 1 | tr -d '()')
+		echo "scale-$enc $t $r"
+	done
+done > "$W/scaling"
+rm -f "$W"/big*
+
 awk -v threads="$THREADS" '
 	{ rate[$1 " " $2] = $3; tok[$1 " " $2] = $4; if ($5 != "") rss[$1 " " $2] = $5; order[n++] = $1 " " $2 }
 	END {
@@ -85,3 +100,7 @@ awk -v threads="$THREADS" '
 				printf "scaling %s: %s threads / 1 thread = %.2fx\n", enc, threads, rate["mt-" enc " " threads] / rate["mt-" enc " 1"]
 		}
 	}' "$W/results"
+echo
+echo "# scaling on $SCALE x the corpus ($(( SCALE * $(stat -c %s "$W/corpus.jsonl") / 1000000 )) MB), mt only"
+awk '{ v = $3; if ($4 == "GB/s") v *= 1000; r[$1 " " $2] = v; print $1, $2, "threads", v, "MB/s"
+	if ($2 == 1) one[$1] = v; else if (one[$1] > 0) printf "  %s: %.2fx of one thread\n", $1, v / one[$1] }' "$W/scaling"
