@@ -19,6 +19,8 @@ PACKAGES=(
   gzip xz-utils zstd bzip2 zip   # test fixtures in every compression libarchive reads
   time                 # /usr/bin/time -v for memory-bound checks
   python3              # test helpers
+  python3-numpy        # independent reference of Megatron's sample indices (numpy's RandomState)
+  clang libclang-rt-14-dev   # libFuzzer for the dataset reader's fuzz test
 )
 # Needed as commands rather than as particular packages: a node from another
 # source (NodeSource ships npm inside nodejs) is fine. command:package
