@@ -23,7 +23,7 @@ endif
 CC ?= cc
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-PKGS := libarchive jansson libpcre2-8
+PKGS := libarchive jansson libpcre2-8 nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -55,7 +55,7 @@ LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC := $(wildcard kernels/*.cu)
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
-TOOL_OBJ := $(BUILD)/bin/tool.o
+TOOL_OBJ := $(BUILD)/bin/tool.o $(BUILD)/bin/dataopts.o
 BINS := $(TOOLS:%=bin/%)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)

@@ -152,3 +152,16 @@ void mt_atomic_abort(struct mt_atomic *w)
 	}
 	clear(w);
 }
+
+int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt_err *err)
+{
+	struct mt_atomic w;
+
+	if (mt_atomic_open(&w, path, err))
+		return -1;
+	if (mt_atomic_write(&w, data, n, err) || mt_atomic_commit(&w, err)) {
+		mt_atomic_abort(&w);
+		return -1;
+	}
+	return 0;
+}

@@ -29,6 +29,9 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err);
 /* Drop the temporary file; safe to call after commit (does nothing then). */
 void mt_atomic_abort(struct mt_atomic *w);
 
+/* A whole file in one call. */
+int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt_err *err);
+
 /* Unlink every temporary file still open. Async-signal-safe. */
 void mt_atomic_unlink_all(void);
 

@@ -14,6 +14,7 @@ PACKAGES=(
   libarchive-dev       # compressed and archived input
   libopenblas-dev      # CPU matmuls
   libjansson-dev       # JSON lines
+  nettle-dev           # MD5 of Megatron's index-cache descriptions
   libpcre2-dev         # tokenizer pre-tokenization patterns
   bats                 # command-line tests
   gzip xz-utils zstd bzip2 zip   # test fixtures in every compression libarchive reads
