@@ -95,7 +95,7 @@ static char *tokenizer_json(const struct mt_dataopts *d)
 	if (d->tok_ids)
 		return strdup(d->tok_ids);
 	if (!d->tok_type)
-		return NULL;
+		return strdup("{}");
 	o = json_object();
 	paths = json_array();
 	snprintf(cls, sizeof(cls), "_%s", d->tok_type);
@@ -233,6 +233,7 @@ static json_t *plan_json(const struct mt_dataopts *d, const struct mt_plan *p, j
 			continue;
 		js = json_object();
 		srcs = json_array();
+		json_object_set_new(js, "requested_samples", json_integer(d->args.samples[s]));
 		json_object_set_new(js, "samples", json_integer(sp->size));
 		json_object_set_new(js, "tokens", json_integer(sp->size * d->seq_length));
 		json_object_set_new(js, "blended", json_boolean(sp->blended));
@@ -285,6 +286,12 @@ void mt_dataopts_print_plan(const struct mt_dataopts *d, const struct mt_plan *p
 			}
 		}
 	}
+	{
+		size_t i;
+		json_t *it;
+		json_array_foreach(warnings, i, it)
+			mt_warn("%s", json_string_value(it));
+	}
 	if (json) {
 		json_t *root = plan_json(d, p, warnings);
 		json_dumpf(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
@@ -301,9 +308,9 @@ void mt_dataopts_print_plan(const struct mt_dataopts *d, const struct mt_plan *p
 			fprintf(out, "\n%s: none\n", mt_split_names[s]);
 			continue;
 		}
-		fprintf(out, "\n%s: %lld samples of %lld tokens = %lld tokens%s\n", mt_split_names[s], (long long)sp->size,
-			d->seq_length, (long long)(sp->size * d->seq_length),
-			sp->blended ? ", blended" : "");
+		fprintf(out, "\n%s: %lld samples of %lld tokens = %lld tokens%s (%lld asked for)\n", mt_split_names[s],
+			(long long)sp->size, d->seq_length, (long long)(sp->size * d->seq_length),
+			sp->blended ? ", blended" : "", (long long)d->args.samples[s]);
 		fprintf(out, "  %-7s %-10s %-10s %-13s %-10s %-10s %-10s %-6s %s\n", "weight", "documents", "from",
 			"tokens", "target", "built", "used", "epochs", "source");
 		for (int i = 0; i < sp->nsrc; i++) {
@@ -312,12 +319,6 @@ void mt_dataopts_print_plan(const struct mt_dataopts *d, const struct mt_plan *p
 				(long long)u->documents, (long long)u->range.beg, (long long)u->tokens, (long long)u->target,
 				(long long)u->built, (long long)u->realized, (long long)u->epochs, sp->src[i].path);
 		}
-	}
-	{
-		size_t i;
-		json_t *it;
-		json_array_foreach(warnings, i, it)
-			mt_warn("%s", json_string_value(it));
 	}
 	json_decref(warnings);
 }

@@ -69,7 +69,7 @@ int mt_dataopts_take(struct mt_dataopts *d, struct mt_opt *o, int id);
 void mt_dataopts_finish(struct mt_dataopts *d, struct mt_opt *o);
 void mt_dataopts_free(struct mt_dataopts *d);
 
-/* The plan as a table (human) or one JSON object; warnings to stderr in the human form. */
+/* The plan as a table (human) or one JSON object; warnings also go to stderr. */
 void mt_dataopts_print_plan(const struct mt_dataopts *d, const struct mt_plan *p, int json, FILE *out);
 
 #endif

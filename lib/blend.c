@@ -97,14 +97,49 @@ oom:
 	return mt_err_set(err, MT_EXIT_IO, "out of memory");
 }
 
+double mt_numpy_sum(const double *a, size_t n)
+{
+	/* numpy's pairwise summation: sequential below 8, eight running sums up to 128,
+	 * halves (at a multiple of 8) above; the last bit of w/sum depends on it */
+	if (n < 8) {
+		double s = 0;
+		for (size_t i = 0; i < n; i++)
+			s += a[i];
+		return s;
+	}
+	if (n <= 128) {
+		double r[8], s;
+		size_t i;
+		for (int j = 0; j < 8; j++)
+			r[j] = a[j];
+		for (i = 8; i < n - n % 8; i += 8)
+			for (int j = 0; j < 8; j++)
+				r[j] += a[i + j];
+		s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+		for (; i < n; i++)
+			s += a[i];
+		return s;
+	}
+	{
+		size_t n2 = n / 2;
+		n2 -= n2 % 8;
+		return mt_numpy_sum(a, n2) + mt_numpy_sum(a + n2, n - n2);
+	}
+}
+
+void mt_blend_normalize(double *w, int n)
+{
+	double sum = mt_numpy_sum(w, (size_t)n);
+
+	for (int i = 0; i < n; i++)
+		w[i] /= sum;
+}
+
 void mt_blend_normalized(const struct mt_blend_spec *b, double *w)
 {
-	double sum = 0;
-
 	for (int i = 0; i < b->n; i++)
-		sum += b->src[i].weight;
-	for (int i = 0; i < b->n; i++)
-		w[i] = b->src[i].weight / sum;
+		w[i] = b->src[i].weight;
+	mt_blend_normalize(w, b->n);
 }
 
 void mt_blend_targets(const double *w, int n, int64_t size, double surplus, int64_t *target,

@@ -9,6 +9,7 @@
 #ifndef MT_BLEND_H
 #define MT_BLEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -29,8 +30,10 @@ struct mt_blend_spec {
  * paths only; an even count is (weight, path) pairs unless a weight is not a number. */
 int mt_blend_parse(struct mt_blend_spec *b, const char *const *args, int nargs, struct mt_err *err);
 void mt_blend_spec_free(struct mt_blend_spec *b);
-/* Weights over their sum. */
+/* Weights over their sum, summed as numpy.sum does (pairwise). */
 void mt_blend_normalized(const struct mt_blend_spec *b, double *w);
+void mt_blend_normalize(double *w, int n);
+double mt_numpy_sum(const double *a, size_t n);
 
 /* Samples each source supplies for a blend of `size` samples: target[d] = ceil(size*w[d])
  * and the mid-level dataset size n[d] = ceil(target[d]*(1+surplus)). */

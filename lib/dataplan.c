@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "log.h"
 #include "npy.h"
 #include "pyjson.h"
 
@@ -125,18 +126,21 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 		if (!u->present)
 			continue;
 		if (u->range.end <= u->range.beg) {
-			mt_err_set(err, MT_EXIT_DATA, "'%s': the %s split has no documents (%lld sequences in all)",
-				   src->path, mt_split_names[s], (long long)src->ix->nseq);
-			goto out;
+			/* a split too small to hold a document: served by nothing, said aloud */
+			mt_warn("'%s': the %s split gets no documents (%lld in all): skipped", src->path,
+				mt_split_names[s], (long long)src->ix->nseq);
+			u->present = 0;
+			continue;
 		}
 		u->documents = u->range.end - u->range.beg;
 		for (int64_t k = u->range.beg; k < u->range.end; k++)
 			u->tokens += src->lens[k];
 	}
-	if (!sp->src[0].use[s].present) {
-		rc = 0; /* the split has no weight: Megatron's None */
-		goto out;
-	}
+	for (int i = 0; i < b->n; i++)
+		if (!sp->src[i].use[s].present) {
+			rc = 0; /* the split has no weight, or no documents: Megatron's None */
+			goto out;
+		}
 	sp->present = 1;
 	if (!sp->blended) {
 		sp->size = a->samples[s];
@@ -159,6 +163,10 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 		free(tg);
 		free(mid);
 		sp->size = sum_target;
+		/* the BlendedDataset normalizes the builder's weights once more */
+		mt_blend_normalize(w, b->n);
+		for (int i = 0; i < b->n; i++)
+			sp->src[i].weight = w[i];
 	} else {
 		for (int i = 0; i < b->n; i++)
 			sp->src[i].use[s].samples = -1; /* one epoch each */
@@ -213,7 +221,8 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 	if (!b->weighted) {
 		/* weights are the datasets' lengths; the blend is no longer than they are together */
 		for (int i = 0; i < b->n; i++)
-			w[i] = (double)sp->src[i].use[s].built / (double)sum_built;
+			w[i] = (double)sp->src[i].use[s].built;
+		mt_blend_normalize(w, b->n);
 		for (int i = 0; i < b->n; i++)
 			sp->src[i].weight = w[i];
 		sp->size = a->samples[s] < sum_built ? a->samples[s] : sum_built;

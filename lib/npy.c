@@ -42,9 +42,7 @@ int mt_npy_write(const char *path, const char *descr, const void *data, size_t r
 	for (size_t k = strlen(first); k < 21; k++)
 		header[n++] = ' ';
 	hlen = n + 1; /* the final '\n' */
-	pad = 64 - (10 + hlen) % 64;
-	if (pad == 64)
-		pad = 0;
+	pad = 64 - (10 + hlen) % 64; /* 64, not 0, when already aligned: numpy's rule */
 	memset(header + n, ' ', pad);
 	n += pad;
 	header[n++] = '\n';
