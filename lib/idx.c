@@ -168,6 +168,8 @@ struct mt_idx_writer {
 	unsigned char *scratch; /* SCRATCH_SIZE bytes */
 	int64_t nseq, ndocs, ntokens;
 	int broken; /* an I/O error happened: the files no longer match the counts */
+	void (*progress)(void *ctx, int64_t bytes); /* see mt_idx_writer_set_progress */
+	void *progress_ctx;
 };
 
 static char *concat(const char *a, const char *b)
@@ -262,6 +264,12 @@ int mt_idx_writer_open(struct mt_idx_writer **out, const char *prefix, int dtype
 	}
 	*out = w;
 	return 0;
+}
+
+void mt_idx_writer_set_progress(struct mt_idx_writer *w, void (*fn)(void *ctx, int64_t bytes), void *ctx)
+{
+	w->progress = fn;
+	w->progress_ctx = ctx;
 }
 
 int64_t mt_idx_writer_sequences(const struct mt_idx_writer *w) { return w->nseq; }
@@ -495,6 +503,81 @@ fail:
 	return -1;
 }
 
+#define COPY_CHUNK ((size_t)64 << 20) /* bytes of a .bin copied between progress calls */
+
+/* The next data region of ix's .bin at or after pos, as [*data, *end): what
+ * SEEK_DATA/SEEK_HOLE say when fd is that file and the filesystem knows holes,
+ * else all of [pos, size). */
+static void next_data(int fd, off_t pos, off_t size, off_t *data, off_t *end)
+{
+	off_t d, h;
+
+	*data = pos;
+	*end = size;
+	if (fd < 0)
+		return;
+	d = lseek(fd, pos, SEEK_DATA);
+	if (d < 0) {
+		if (errno == ENXIO) /* only a hole from pos to the end */
+			*data = size;
+		return;
+	}
+	h = lseek(fd, d, SEEK_HOLE);
+	*data = d < size ? d : size;
+	if (h > d && h < size)
+		*end = h;
+}
+
+/* Append ix's .bin to the writer's: data regions from the map, holes as holes
+ * (a seek past them; the size is set at the end), in chunks with progress. */
+static int copy_bin(struct mt_idx_writer *w, const struct mt_idx *ix, struct mt_err *err)
+{
+	FILE *fp = mt_atomic_file(&w->bin);
+	off_t size = (off_t)ix->bin_size, pos = 0, data, end;
+	struct stat st;
+	int fd = open(ix->bin_path, O_RDONLY | O_CLOEXEC), hole_at_end = 0, rc = -1;
+
+	/* holes are taken only from the very file that is mapped */
+	if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != ix->bin_dev ||
+			(uint64_t)st.st_ino != ix->bin_ino || st.st_size != size)) {
+		close(fd);
+		fd = -1;
+	}
+	while (pos < size) {
+		next_data(fd, pos, size, &data, &end);
+		if (data > pos) {
+			if (fseeko(fp, data - pos, SEEK_CUR) != 0) {
+				mt_err_errno(err, MT_EXIT_IO, "cannot seek in '%s'", w->bin.tmp);
+				goto out;
+			}
+			hole_at_end = 1;
+			pos = data;
+		}
+		while (pos < end) {
+			size_t k = (uint64_t)(end - pos) < COPY_CHUNK ? (size_t)(end - pos) : COPY_CHUNK;
+
+			if (mt_atomic_write(&w->bin, ix->bin_map + pos, k, err))
+				goto out;
+			pos += (off_t)k;
+			hole_at_end = 0;
+			if (w->progress)
+				w->progress(w->progress_ctx, (int64_t)pos);
+		}
+	}
+	/* a seek alone does not make the file longer */
+	if (hole_at_end && (fflush(fp) != 0 || ftruncate(fileno(fp), ftello(fp)) != 0)) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->bin.tmp);
+		goto out;
+	}
+	if (w->progress)
+		w->progress(w->progress_ctx, (int64_t)size);
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 int mt_idx_writer_add_index(struct mt_idx_writer *w, const struct mt_idx *ix, struct mt_err *err)
 {
 	int64_t base = w->nseq;
@@ -505,7 +588,7 @@ int mt_idx_writer_add_index(struct mt_idx_writer *w, const struct mt_idx *ix, st
 	if (ix->dtype != w->dtype)
 		return mt_err_set(err, MT_EXIT_DATA, "'%s': dtype %s does not match the output's %s",
 				  ix->idx_path, mt_idx_dtype_name(ix->dtype), mt_idx_dtype_name(w->dtype));
-	if (mt_atomic_write(&w->bin, ix->bin_map, ix->bin_size, err))
+	if (copy_bin(w, ix, err))
 		goto fail;
 	chunk = SCRATCH_SIZE / sizeof(int32_t);
 	for (int64_t i = 0; i < ix->nseq;) {
@@ -710,7 +793,8 @@ out:
 
 /* Reader ------------------------------------------------------------------- */
 
-static int map_file(const char *path, const unsigned char **map, size_t *size, struct mt_err *err)
+static int map_file(const char *path, const unsigned char **map, size_t *size, struct stat *stp,
+		    struct mt_err *err)
 {
 	struct stat st;
 	void *m;
@@ -741,6 +825,8 @@ static int map_file(const char *path, const unsigned char **map, size_t *size, s
 		}
 		*map = m;
 	}
+	if (stp)
+		*stp = st;
 	close(fd);
 	return 0;
 fail:
@@ -835,6 +921,7 @@ static int check_bin(struct mt_idx *ix, struct mt_err *err)
 int mt_idx_open(struct mt_idx **out, const char *prefix, struct mt_err *err)
 {
 	struct mt_idx *ix;
+	struct stat st;
 	size_t n = strlen(prefix);
 
 	*out = NULL;
@@ -852,11 +939,13 @@ int mt_idx_open(struct mt_idx **out, const char *prefix, struct mt_err *err)
 		mt_idx_close(ix);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	}
-	if (map_file(ix->idx_path, &ix->idx_map, &ix->idx_size, err) || check_idx(ix, err) ||
-	    map_file(ix->bin_path, &ix->bin_map, &ix->bin_size, err) || check_bin(ix, err)) {
+	if (map_file(ix->idx_path, &ix->idx_map, &ix->idx_size, NULL, err) || check_idx(ix, err) ||
+	    map_file(ix->bin_path, &ix->bin_map, &ix->bin_size, &st, err) || check_bin(ix, err)) {
 		mt_idx_close(ix);
 		return -1;
 	}
+	ix->bin_dev = (uint64_t)st.st_dev;
+	ix->bin_ino = (uint64_t)st.st_ino;
 	*out = ix;
 	return 0;
 }

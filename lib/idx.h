@@ -69,8 +69,14 @@ int mt_idx_writer_add_document_raw(struct mt_idx_writer *w, const void *data, si
 struct mt_idx;
 /* Append a whole opened dataset, as Megatron's add_index: the dtypes must match
  * (else MT_EXIT_DATA); its .bin is copied as raw bytes, its lengths appended and
- * its document indices 1..D-1 appended shifted by the current sequence count. */
+ * its document indices 1..D-1 appended shifted by the current sequence count.
+ * The copy goes in chunks; holes the filesystem reports in a sparse .bin
+ * (SEEK_HOLE) stay holes in the output instead of being read and written as
+ * zeros. The caller should have run mt_idx_verify on ix. */
 int mt_idx_writer_add_index(struct mt_idx_writer *w, const struct mt_idx *ix, struct mt_err *err);
+/* Have mt_idx_writer_add_index call fn(ctx, bytes) as it copies a .bin, bytes
+ * being that .bin's bytes done so far (holes included); fn NULL turns it off. */
+void mt_idx_writer_set_progress(struct mt_idx_writer *w, void (*fn)(void *ctx, int64_t bytes), void *ctx);
 /* Many documents at once: data holds their tokens already in the writer's dtype
  * (little-endian), lens[0..nlens) every sequence's length, nseq[0..ndocs) each
  * document's number of sequences. The same files as adding them one by one, with a
@@ -106,6 +112,9 @@ struct mt_idx {
 	size_t bin_size;
 	/* arrays inside idx_map; may be unaligned: read them with the accessors */
 	size_t off_lens, off_ptrs, off_docs;
+	/* the mapped .bin's identity, so that a later look at the file by name
+	 * (holes for a sparse copy) can tell it is still the same file */
+	uint64_t bin_dev, bin_ino;
 };
 
 /* Open PREFIX.idx and PREFIX.bin (a trailing ".bin" or ".idx" on prefix is
