@@ -281,7 +281,7 @@ static int cmd_decode(struct mt_opt *o, struct args *a)
 
 		if (a->nids)
 			mt_die_usage(o, "give either --dataset or ids, not both");
-		if (mt_idx_open(&ix, a->dataset, &e))
+		if (mt_idx_open(&ix, a->dataset, &e) || mt_idx_verify(ix, &e))
 			mt_die_err(&e);
 		if (a->docs) {
 			const char *colon = strchr(a->docs, ':');

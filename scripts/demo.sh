@@ -26,4 +26,18 @@ step "look: the first document, decoded back from its token ids"
 mt-tokenize decode --tokenizer-type GPT2BPETokenizer --vocab-file "$DEMO/bpe-vocab.json" \
 	--merge-file "$DEMO/bpe-merges.txt" --dataset "$DEMO/corpus_text_document" --docs 0:1
 
-step "done: $DEMO/ holds the corpus, its vocabulary and the tokenized dataset (index, train, eval and generate stages arrive with those tools)"
+step "index: mt-index stat and verify"
+mt-index stat "$DEMO/corpus_text_document"
+vocab=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$DEMO/bpe-vocab.json")
+mt-index verify --vocab-size "$vocab" "$DEMO/corpus_text_document"
+
+step "plan: what 2000 samples of 128 tokens will read (mt-blend plan)"
+mt-blend plan --data-path "$DEMO/corpus_text_document" --seq-length 128 --train-samples 2000 \
+	--global-batch-size 16 --eval-interval 50 --eval-iters 4
+
+step "indices: Megatron's sample-index caches for each split (mt-index build)"
+mt-index build --data-path "$DEMO/corpus_text_document" --seq-length 128 --train-samples 2000 \
+	--global-batch-size 16 --eval-interval 50 --eval-iters 4 --data-cache-path "$DEMO/cache" > /dev/null
+ls "$DEMO/cache" | sed 's/^/  /' >&2
+
+step "done: $DEMO/ holds the corpus, its vocabulary, the tokenized dataset and its index caches (train, eval and generate stages arrive with those tools)"
