@@ -24,12 +24,12 @@ endif
 CC ?= cc
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-PKGS := libarchive jansson libpcre2-8 nettle
+PKGS := libarchive jansson libpcre2-8 nettle openblas hdf5
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
 MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
-LDLIBS := $(PKG_LIBS) -lm -lpthread
+LDLIBS := $(PKG_LIBS) -fopenmp -lm -lpthread
 
 # CUDA: on when nvcc is found, unless CUDA=0.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -50,7 +50,7 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static 
 endif
 
 # no fused multiply-add: Megatron's blend and sample arithmetic must round as numpy's does
-ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -ffp-contract=off $(MT_CPPFLAGS) -MMD -MP
+ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -ffp-contract=off -fopenmp $(MT_CPPFLAGS) -MMD -MP
 
 TOOLS := mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate
 LIB_SRC := $(wildcard lib/*.c)

@@ -1,0 +1,70 @@
+/* gpt.c: the CPU forward and backward passes (see gpt.h), in fp32 and fp64 from one
+ * body (gpt_impl.h), so the fp64 gradient check tests the code that trains. */
+#include "gpt.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* activation views: what the forward pass keeps for the backward pass */
+enum { A_RESID, A_LN1, A_LN1S, A_QKV, A_ATT, A_ATTY, A_MID, A_LN2, A_LN2S, A_FC1, A_ACT, A_LNF, A_LNFS,
+       A_LOGITS, A_NVIEWS };
+
+#define REAL float
+#define GEMM cblas_sgemm
+#define SFX(name) name##_f32
+#include "gpt_impl.h"
+#undef REAL
+#undef GEMM
+#undef SFX
+
+#define REAL double
+#define GEMM cblas_dgemm
+#define SFX(name) name##_f64
+#include "gpt_impl.h"
+#undef REAL
+#undef GEMM
+#undef SFX
+
+int mt_gpt_acts_alloc(struct mt_gpt_acts *a, const struct mt_config *c, int B, int T, int fp64,
+		      struct mt_err *err)
+{
+	struct dims_f32 d = dims_of_f32(c, B, T);
+	size_t es = fp64 ? sizeof(double) : sizeof(float);
+	int64_t n[A_NVIEWS] = {
+		[A_RESID] = (d.L + 1) * d.N * d.h, [A_LN1] = d.L * d.N * d.h, [A_LN1S] = d.L * d.N * 2,
+		[A_QKV] = d.L * d.N * d.qkv, [A_ATT] = d.L * d.B * d.np * d.T * d.T, [A_ATTY] = d.L * d.N * d.q,
+		[A_MID] = d.L * d.N * d.h, [A_LN2] = d.L * d.N * d.h, [A_LN2S] = d.L * d.N * 2,
+		[A_FC1] = d.L * d.N * d.fc1, [A_ACT] = d.L * d.N * d.f, [A_LNF] = d.N * d.h, [A_LNFS] = d.N * 2,
+		[A_LOGITS] = d.N * d.V,
+	};
+	size_t total = 0;
+
+	memset(a, 0, sizeof(*a));
+	for (int i = 0; i < A_NVIEWS; i++)
+		total += (size_t)n[i] * es;
+	a->mem = malloc(total);
+	if (!a->mem)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory: activations need %zu MB", total >> 20);
+	a->bytes = total;
+	a->B = B;
+	a->T = T;
+	total = 0;
+	for (int i = 0; i < A_NVIEWS; i++) {
+		a->p[i] = (char *)a->mem + total;
+		total += (size_t)n[i] * es;
+	}
+	return 0;
+}
+
+void mt_gpt_acts_free(struct mt_gpt_acts *a)
+{
+	free(a->mem);
+	memset(a, 0, sizeof(*a));
+}
+
+const float *mt_gpt_logits_f32(const struct mt_gpt_acts *a)
+{
+	return a->p[A_LOGITS];
+}

@@ -1,0 +1,50 @@
+/* gpt.h: the GPT model's forward and backward pass on the CPU, as the reference
+ * backend: fp32 for training, and the same code in fp64 for gradient checks.
+ *
+ * One micro-batch of B sequences of T tokens. The layer is Megatron's pre-norm block:
+ * x += proj(attention(norm1(x))); x += fc2(act(fc1(norm2(x)))); with learned or rotary
+ * positions, LayerNorm or RMSNorm, GELU (tanh) or SwiGLU, biases or not, grouped-query
+ * attention, and an output layer tied to the word embeddings or not. The loss is the
+ * mean cross-entropy over the targets that are not -1 (Megatron's loss mask), over the
+ * padded vocabulary as Megatron computes it. Matmuls go to OpenBLAS. Parameters and
+ * gradients are flat buffers laid out by params.h. */
+#ifndef MT_GPT_H
+#define MT_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+#include "params.h"
+
+/* Activations kept for the backward pass, for one precision. */
+struct mt_gpt_acts {
+	int B, T;
+	size_t bytes;
+	void *mem;          /* one allocation */
+	void *p[32];        /* views into it (gpt_impl.h names them) */
+};
+
+int mt_gpt_acts_alloc(struct mt_gpt_acts *a, const struct mt_config *c, int B, int T, int fp64,
+		      struct mt_err *err);
+void mt_gpt_acts_free(struct mt_gpt_acts *a);
+
+/* Forward: returns the mean loss over the counted targets (*ntargets of them). */
+double mt_gpt_forward_f32(const struct mt_config *c, const struct mt_params *t, const float *w,
+			  const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a,
+			  int64_t *ntargets);
+/* Backward after forward: adds d(mean loss)/dw to g. */
+void mt_gpt_backward_f32(const struct mt_config *c, const struct mt_params *t, const float *w,
+			 const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, float *g);
+
+double mt_gpt_forward_f64(const struct mt_config *c, const struct mt_params *t, const double *w,
+			  const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a,
+			  int64_t *ntargets);
+void mt_gpt_backward_f64(const struct mt_config *c, const struct mt_params *t, const double *w,
+			 const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, double *g);
+
+/* Logits of the last forward pass: [B*T][padded vocab]. */
+const float *mt_gpt_logits_f32(const struct mt_gpt_acts *a);
+
+#endif

@@ -1,0 +1,410 @@
+/* gpt_impl.h: the body of gpt.c, included once per precision with REAL, GEMM and SFX
+ * defined (float/cblas_sgemm/_f32 and double/cblas_dgemm/_f64). Not a header to include
+ * elsewhere: no guard on purpose. */
+
+struct SFX(dims) {
+	int64_t B, T, N, L, h, np, ng, hd, q, kv, qkv, f, fc1, V;
+};
+
+static struct SFX(dims) SFX(dims_of)(const struct mt_config *c, int B, int T)
+{
+	struct SFX(dims) d;
+
+	d.B = B;
+	d.T = T;
+	d.N = (int64_t)B * T;
+	d.L = c->num_layers;
+	d.h = c->hidden_size;
+	d.np = c->num_attention_heads;
+	d.ng = c->num_query_groups;
+	d.hd = c->kv_channels;
+	d.q = d.np * d.hd;
+	d.kv = d.ng * d.hd;
+	d.qkv = d.q + 2 * d.kv;
+	d.f = c->ffn_hidden_size;
+	d.fc1 = c->swiglu ? 2 * d.f : d.f;
+	d.V = c->padded_vocab_size;
+	return d;
+}
+
+#define V_(a, i) ((REAL *)(a)->p[i])
+
+/* row offset of query head hh, and of the key and value heads of its group, in a qkv row */
+static inline int64_t SFX(qoff)(const struct SFX(dims) *d, int64_t hh)
+{
+	int64_t per = d->np / d->ng, g = hh / per;
+	return (g * (per + 2) + hh % per) * d->hd;
+}
+static inline int64_t SFX(koff)(const struct SFX(dims) *d, int64_t g) { return (g * (d->np / d->ng + 2) + d->np / d->ng) * d->hd; }
+static inline int64_t SFX(voff)(const struct SFX(dims) *d, int64_t g) { return SFX(koff)(d, g) + d->hd; }
+
+static const REAL *SFX(param)(const struct mt_params *t, const REAL *w, int layer, enum mt_param_kind k)
+{
+	const struct mt_param *p = mt_params_get(t, layer, k);
+	return p ? w + p->offset : NULL;
+}
+
+static REAL *SFX(grad)(const struct mt_params *t, REAL *g, int layer, enum mt_param_kind k)
+{
+	const struct mt_param *p = mt_params_get(t, layer, k);
+	return p ? g + p->offset : NULL;
+}
+
+/* out[N,O] = in[N,IN] @ W[O,IN]^T + b */
+static void SFX(linear)(REAL *out, const REAL *in, const REAL *W, const REAL *b, int64_t N, int64_t IN, int64_t O)
+{
+	GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)O, (int)IN, 1, in, (int)IN, W, (int)IN, 0, out, (int)O);
+	if (b) {
+		#pragma omp parallel for
+		for (int64_t n = 0; n < N; n++)
+			for (int64_t o = 0; o < O; o++)
+				out[n * O + o] += b[o];
+	}
+}
+
+/* din[N,IN] (+)= dout @ W; dW += dout^T @ in; db += sum of dout rows */
+static void SFX(linear_back)(REAL *din, int accumulate, REAL *dW, REAL *db, const REAL *dout, const REAL *in,
+			     const REAL *W, int64_t N, int64_t IN, int64_t O)
+{
+	if (din)
+		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)IN, (int)O, 1, dout, (int)O, W, (int)IN,
+		     accumulate ? 1 : 0, din, (int)IN);
+	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)O, (int)IN, (int)N, 1, dout, (int)O, in, (int)IN, 1, dW, (int)IN);
+	if (db)
+		for (int64_t n = 0; n < N; n++)
+			for (int64_t o = 0; o < O; o++)
+				db[o] += dout[n * O + o];
+}
+
+/* LayerNorm / RMSNorm over rows of h; stats[2n] = mean (0 for RMS), stats[2n+1] = rstd */
+static void SFX(norm)(REAL *out, REAL *stats, const REAL *x, const REAL *w, const REAL *b, int64_t N, int64_t h,
+		      int rms, double eps)
+{
+	#pragma omp parallel for
+	for (int64_t n = 0; n < N; n++) {
+		const REAL *xr = x + n * h;
+		double mean = 0, var = 0, rstd;
+		if (!rms) {
+			for (int64_t i = 0; i < h; i++)
+				mean += xr[i];
+			mean /= (double)h;
+		}
+		for (int64_t i = 0; i < h; i++)
+			var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+		var /= (double)h;
+		rstd = 1.0 / sqrt(var + eps);
+		stats[2 * n] = (REAL)mean;
+		stats[2 * n + 1] = (REAL)rstd;
+		for (int64_t i = 0; i < h; i++)
+			out[n * h + i] = (REAL)(((double)xr[i] - mean) * rstd) * w[i] + (b ? b[i] : 0);
+	}
+}
+
+static void SFX(norm_back)(REAL *dx, REAL *dw, REAL *db, const REAL *dout, const REAL *x, const REAL *stats,
+			   const REAL *w, int64_t N, int64_t h, int rms)
+{
+	for (int64_t n = 0; n < N; n++) {
+		const REAL *xr = x + n * h, *dr = dout + n * h;
+		double mean = stats[2 * n], rstd = stats[2 * n + 1], sdy = 0, sdyx = 0;
+		for (int64_t i = 0; i < h; i++) {
+			double xhat = ((double)xr[i] - mean) * rstd, dy = (double)dr[i] * w[i];
+			sdy += dy;
+			sdyx += dy * xhat;
+			dw[i] += (REAL)(dr[i] * xhat);
+			if (db)
+				db[i] += dr[i];
+		}
+		sdy /= (double)h;
+		sdyx /= (double)h;
+		for (int64_t i = 0; i < h; i++) {
+			double xhat = ((double)xr[i] - mean) * rstd, dy = (double)dr[i] * w[i];
+			dx[n * h + i] += (REAL)(rstd * (dy - (rms ? 0 : sdy) - xhat * sdyx));
+		}
+	}
+}
+
+/* rotary embedding on every query and key head of a qkv buffer; inverse = 1 undoes it */
+static void SFX(rope)(REAL *qkv, const struct SFX(dims) *d, double base, int inverse)
+{
+	int64_t half = d->hd / 2;
+
+	#pragma omp parallel for
+	for (int64_t n = 0; n < d->N; n++) {
+		int64_t t = n % d->T;
+		for (int64_t hh = 0; hh < d->np + d->ng; hh++) {
+			REAL *x = qkv + n * d->qkv + (hh < d->np ? SFX(qoff)(d, hh) : SFX(koff)(d, hh - d->np));
+			for (int64_t i = 0; i < half; i++) {
+				double ang = (double)t * pow(base, -2.0 * (double)i / (double)d->hd);
+				double cs = cos(ang), sn = inverse ? -sin(ang) : sin(ang);
+				double x1 = x[i], x2 = x[i + half];
+				x[i] = (REAL)(x1 * cs - x2 * sn);
+				x[i + half] = (REAL)(x2 * cs + x1 * sn);
+			}
+		}
+	}
+}
+
+/* causal attention: att[b][hh][i][j] probabilities, y[n][hh*hd] outputs */
+static void SFX(attention)(REAL *y, REAL *att, const REAL *qkv, const struct SFX(dims) *d)
+{
+	double scale = 1.0 / sqrt((double)d->hd);
+	int64_t per = d->np / d->ng;
+
+	#pragma omp parallel for collapse(2)
+	for (int64_t b = 0; b < d->B; b++)
+		for (int64_t hh = 0; hh < d->np; hh++) {
+			int64_t g = hh / per;
+			for (int64_t i = 0; i < d->T; i++) {
+				const REAL *q = qkv + (b * d->T + i) * d->qkv + SFX(qoff)(d, hh);
+				REAL *p = att + ((b * d->np + hh) * d->T + i) * d->T;
+				double mx = -1e300, sum = 0;
+				for (int64_t j = 0; j <= i; j++) {
+					const REAL *k = qkv + (b * d->T + j) * d->qkv + SFX(koff)(d, g);
+					double s = 0;
+					for (int64_t e = 0; e < d->hd; e++)
+						s += (double)q[e] * k[e];
+					p[j] = (REAL)(s * scale);
+					if (p[j] > mx)
+						mx = p[j];
+				}
+				for (int64_t j = 0; j <= i; j++) {
+					double e = exp((double)p[j] - mx);
+					p[j] = (REAL)e;
+					sum += e;
+				}
+				for (int64_t j = 0; j <= i; j++)
+					p[j] = (REAL)(p[j] / sum);
+				for (int64_t j = i + 1; j < d->T; j++)
+					p[j] = 0;
+				{
+					REAL *yr = y + (b * d->T + i) * d->q + hh * d->hd;
+					for (int64_t e = 0; e < d->hd; e++) {
+						double acc = 0;
+						for (int64_t j = 0; j <= i; j++)
+							acc += (double)p[j] * qkv[(b * d->T + j) * d->qkv + SFX(voff)(d, g) + e];
+						yr[e] = (REAL)acc;
+					}
+				}
+			}
+		}
+}
+
+static void SFX(attention_back)(REAL *dqkv, const REAL *dy, const REAL *att, const REAL *qkv, const struct SFX(dims) *d)
+{
+	double scale = 1.0 / sqrt((double)d->hd);
+	int64_t per = d->np / d->ng;
+	double *dp = malloc((size_t)d->T * sizeof(double));
+
+	/* serial over heads: key/value gradients of a group gather from several heads */
+	for (int64_t b = 0; b < d->B; b++)
+		for (int64_t hh = 0; hh < d->np; hh++) {
+			int64_t g = hh / per;
+			for (int64_t i = 0; i < d->T; i++) {
+				const REAL *p = att + ((b * d->np + hh) * d->T + i) * d->T;
+				const REAL *dyr = dy + (b * d->T + i) * d->q + hh * d->hd;
+				const REAL *q = qkv + (b * d->T + i) * d->qkv + SFX(qoff)(d, hh);
+				REAL *dq = dqkv + (b * d->T + i) * d->qkv + SFX(qoff)(d, hh);
+				double dot = 0;
+				for (int64_t j = 0; j <= i; j++) {
+					const REAL *v = qkv + (b * d->T + j) * d->qkv + SFX(voff)(d, g);
+					REAL *dv = dqkv + (b * d->T + j) * d->qkv + SFX(voff)(d, g);
+					double s = 0;
+					for (int64_t e = 0; e < d->hd; e++) {
+						s += (double)dyr[e] * v[e];
+						dv[e] += (REAL)(p[j] * dyr[e]);
+					}
+					dp[j] = s;
+					dot += p[j] * s;
+				}
+				for (int64_t j = 0; j <= i; j++) {
+					double ds = p[j] * (dp[j] - dot) * scale;
+					const REAL *k = qkv + (b * d->T + j) * d->qkv + SFX(koff)(d, g);
+					REAL *dk = dqkv + (b * d->T + j) * d->qkv + SFX(koff)(d, g);
+					for (int64_t e = 0; e < d->hd; e++) {
+						dq[e] += (REAL)(ds * k[e]);
+						dk[e] += (REAL)(ds * q[e]);
+					}
+				}
+			}
+		}
+	free(dp);
+}
+
+#define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
+
+static void SFX(activation)(REAL *out, const REAL *in, const struct SFX(dims) *d, int swiglu)
+{
+	#pragma omp parallel for
+	for (int64_t n = 0; n < d->N; n++)
+		for (int64_t i = 0; i < d->f; i++) {
+			if (swiglu) {
+				double a = in[n * d->fc1 + i], b = in[n * d->fc1 + d->f + i];
+				out[n * d->f + i] = (REAL)(a / (1 + exp(-a)) * b);
+			} else {
+				double x = in[n * d->f + i];
+				out[n * d->f + i] = (REAL)(0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x))));
+			}
+		}
+}
+
+static void SFX(activation_back)(REAL *din, const REAL *dout, const REAL *in, const struct SFX(dims) *d, int swiglu)
+{
+	#pragma omp parallel for
+	for (int64_t n = 0; n < d->N; n++)
+		for (int64_t i = 0; i < d->f; i++) {
+			double g = dout[n * d->f + i];
+			if (swiglu) {
+				double a = in[n * d->fc1 + i], b = in[n * d->fc1 + d->f + i], s = 1 / (1 + exp(-a));
+				din[n * d->fc1 + i] = (REAL)(g * b * s * (1 + a * (1 - s)));
+				din[n * d->fc1 + d->f + i] = (REAL)(g * a * s);
+			} else {
+				double x = in[n * d->f + i], u = GELU_C * (x + 0.044715 * x * x * x), th = tanh(u);
+				din[n * d->f + i] = (REAL)(g * (0.5 * (1 + th) + 0.5 * x * (1 - th * th) * GELU_C * (1 + 3 * 0.044715 * x * x)));
+			}
+		}
+}
+
+double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
+			   const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, int64_t *ntargets)
+{
+	struct SFX(dims) d = SFX(dims_of)(c, a->B, a->T);
+	int rms = c->normalization == MT_NORM_RMSNORM;
+	const REAL *wte = SFX(param)(t, w, -1, MT_P_WORD_EMB), *wpe = SFX(param)(t, w, -1, MT_P_POS_EMB);
+	const REAL *wout = c->untie_embeddings_and_output_weights ? SFX(param)(t, w, -1, MT_P_OUTPUT) : wte;
+	REAL *x = V_(a, A_RESID), *logits = V_(a, A_LOGITS);
+	double loss = 0;
+	int64_t count = 0;
+
+	/* embeddings into resid[0] */
+	for (int64_t n = 0; n < d.N; n++)
+		for (int64_t i = 0; i < d.h; i++)
+			x[n * d.h + i] = wte[(int64_t)tokens[n] * d.h + i] + (wpe ? wpe[(n % d.T) * d.h + i] : 0);
+	for (int64_t l = 0; l < d.L; l++) {
+		REAL *xin = V_(a, A_RESID) + l * d.N * d.h, *xout = xin + d.N * d.h;
+		REAL *ln1 = V_(a, A_LN1) + l * d.N * d.h, *ln1s = V_(a, A_LN1S) + l * d.N * 2;
+		REAL *qkv = V_(a, A_QKV) + l * d.N * d.qkv, *att = V_(a, A_ATT) + l * d.B * d.np * d.T * d.T;
+		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * d.N * d.h;
+		REAL *ln2 = V_(a, A_LN2) + l * d.N * d.h, *ln2s = V_(a, A_LN2S) + l * d.N * 2;
+		REAL *fc1 = V_(a, A_FC1) + l * d.N * d.fc1, *act = V_(a, A_ACT) + l * d.N * d.f;
+
+		SFX(norm)(ln1, ln1s, xin, SFX(param)(t, w, (int)l, MT_P_LN1_W), SFX(param)(t, w, (int)l, MT_P_LN1_B), d.N, d.h,
+			  rms, c->norm_epsilon);
+		SFX(linear)(qkv, ln1, SFX(param)(t, w, (int)l, MT_P_QKV_W), SFX(param)(t, w, (int)l, MT_P_QKV_B), d.N, d.h, d.qkv);
+		if (c->position_embedding_type == MT_POS_ROPE)
+			SFX(rope)(qkv, &d, c->rotary_base, 0);
+		SFX(attention)(atty, att, qkv, &d);
+		SFX(linear)(mid, atty, SFX(param)(t, w, (int)l, MT_P_PROJ_W), SFX(param)(t, w, (int)l, MT_P_PROJ_B), d.N, d.q, d.h);
+		for (int64_t k = 0; k < d.N * d.h; k++)
+			mid[k] += xin[k];
+		SFX(norm)(ln2, ln2s, mid, SFX(param)(t, w, (int)l, MT_P_LN2_W), SFX(param)(t, w, (int)l, MT_P_LN2_B), d.N, d.h,
+			  rms, c->norm_epsilon);
+		SFX(linear)(fc1, ln2, SFX(param)(t, w, (int)l, MT_P_FC1_W), SFX(param)(t, w, (int)l, MT_P_FC1_B), d.N, d.h, d.fc1);
+		SFX(activation)(act, fc1, &d, c->swiglu);
+		SFX(linear)(xout, act, SFX(param)(t, w, (int)l, MT_P_FC2_W), SFX(param)(t, w, (int)l, MT_P_FC2_B), d.N, d.f, d.h);
+		for (int64_t k = 0; k < d.N * d.h; k++)
+			xout[k] += mid[k];
+	}
+	SFX(norm)(V_(a, A_LNF), V_(a, A_LNFS), V_(a, A_RESID) + d.L * d.N * d.h, SFX(param)(t, w, -1, MT_P_FINAL_W),
+		  SFX(param)(t, w, -1, MT_P_FINAL_B), d.N, d.h, rms, c->norm_epsilon);
+	SFX(linear)(logits, V_(a, A_LNF), wout, NULL, d.N, d.h, d.V);
+	/* softmax in place; cross-entropy of the counted targets */
+	for (int64_t n = 0; n < d.N; n++) {
+		REAL *z = logits + n * d.V;
+		double mx = -1e300, sum = 0;
+		for (int64_t v = 0; v < d.V; v++)
+			if (z[v] > mx)
+				mx = z[v];
+		for (int64_t v = 0; v < d.V; v++) {
+			double e = exp((double)z[v] - mx);
+			z[v] = (REAL)e;
+			sum += e;
+		}
+		for (int64_t v = 0; v < d.V; v++)
+			z[v] = (REAL)(z[v] / sum);
+		if (targets[n] >= 0) {
+			loss += -log((double)z[targets[n]] > 1e-300 ? (double)z[targets[n]] : 1e-300);
+			count++;
+		}
+	}
+	if (ntargets)
+		*ntargets = count;
+	return count ? loss / (double)count : 0;
+}
+
+void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
+			  const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, REAL *g)
+{
+	struct SFX(dims) d = SFX(dims_of)(c, a->B, a->T);
+	int rms = c->normalization == MT_NORM_RMSNORM;
+	int untied = c->untie_embeddings_and_output_weights;
+	const REAL *wte = SFX(param)(t, w, -1, MT_P_WORD_EMB);
+	const REAL *wout = untied ? SFX(param)(t, w, -1, MT_P_OUTPUT) : wte;
+	REAL *gwte = SFX(grad)(t, g, -1, MT_P_WORD_EMB), *gwpe = SFX(grad)(t, g, -1, MT_P_POS_EMB);
+	REAL *gwout = untied ? SFX(grad)(t, g, -1, MT_P_OUTPUT) : gwte;
+	REAL *probs = V_(a, A_LOGITS);
+	int64_t count = 0, big = d.N * (d.h > d.qkv ? (d.h > d.fc1 ? d.h : d.fc1) : (d.qkv > d.fc1 ? d.qkv : d.fc1));
+	REAL *dx = calloc((size_t)(d.N * d.h), sizeof(REAL)), *dmid = calloc((size_t)(d.N * d.h), sizeof(REAL));
+	REAL *dbuf = calloc((size_t)big, sizeof(REAL)), *dbuf2 = calloc((size_t)(d.N * (d.q > d.f ? d.q : d.f)), sizeof(REAL));
+	REAL *dln = calloc((size_t)(d.N * d.h), sizeof(REAL));
+
+	for (int64_t n = 0; n < d.N; n++)
+		count += targets[n] >= 0;
+	/* dlogits = (p - onehot) / count, in place; masked rows 0 */
+	for (int64_t n = 0; n < d.N; n++) {
+		REAL *z = probs + n * d.V;
+		if (targets[n] < 0) {
+			memset(z, 0, (size_t)d.V * sizeof(REAL));
+			continue;
+		}
+		z[targets[n]] -= 1;
+		for (int64_t v = 0; v < d.V; v++)
+			z[v] /= (REAL)count;
+	}
+	SFX(linear_back)(dln, 0, gwout, NULL, probs, V_(a, A_LNF), wout, d.N, d.h, d.V);
+	SFX(norm_back)(dx, SFX(grad)(t, g, -1, MT_P_FINAL_W), SFX(grad)(t, g, -1, MT_P_FINAL_B), dln,
+		       V_(a, A_RESID) + d.L * d.N * d.h, V_(a, A_LNFS), SFX(param)(t, w, -1, MT_P_FINAL_W), d.N, d.h, rms);
+	for (int64_t l = d.L - 1; l >= 0; l--) {
+		int li = (int)l;
+		REAL *xin = V_(a, A_RESID) + l * d.N * d.h;
+		REAL *ln1 = V_(a, A_LN1) + l * d.N * d.h, *ln1s = V_(a, A_LN1S) + l * d.N * 2;
+		REAL *qkv = V_(a, A_QKV) + l * d.N * d.qkv, *att = V_(a, A_ATT) + l * d.B * d.np * d.T * d.T;
+		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * d.N * d.h;
+		REAL *ln2 = V_(a, A_LN2) + l * d.N * d.h, *ln2s = V_(a, A_LN2S) + l * d.N * 2;
+		REAL *fc1 = V_(a, A_FC1) + l * d.N * d.fc1, *act = V_(a, A_ACT) + l * d.N * d.f;
+
+		/* MLP branch: dx flows to mid directly and through fc2, act, fc1, norm2 */
+		memcpy(dmid, dx, (size_t)(d.N * d.h) * sizeof(REAL));
+		SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_FC2_W), SFX(grad)(t, g, li, MT_P_FC2_B), dx, act,
+				 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
+		SFX(activation_back)(dbuf, dbuf2, fc1, &d, c->swiglu);
+		SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_FC1_W), SFX(grad)(t, g, li, MT_P_FC1_B), dbuf, ln2,
+				 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
+		SFX(norm_back)(dmid, SFX(grad)(t, g, li, MT_P_LN2_W), SFX(grad)(t, g, li, MT_P_LN2_B), dln, mid, ln2s,
+			       SFX(param)(t, w, li, MT_P_LN2_W), d.N, d.h, rms);
+		/* attention branch: dmid flows to xin directly and through proj, attention, qkv, norm1 */
+		memcpy(dx, dmid, (size_t)(d.N * d.h) * sizeof(REAL));
+		SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_PROJ_W), SFX(grad)(t, g, li, MT_P_PROJ_B), dmid, atty,
+				 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
+		memset(dbuf, 0, (size_t)(d.N * d.qkv) * sizeof(REAL));
+		SFX(attention_back)(dbuf, dbuf2, att, qkv, &d);
+		if (c->position_embedding_type == MT_POS_ROPE)
+			SFX(rope)(dbuf, &d, c->rotary_base, 1); /* a rotation's transpose is its inverse */
+		SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_QKV_W), SFX(grad)(t, g, li, MT_P_QKV_B), dbuf, ln1,
+				 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
+		SFX(norm_back)(dx, SFX(grad)(t, g, li, MT_P_LN1_W), SFX(grad)(t, g, li, MT_P_LN1_B), dln, xin, ln1s,
+			       SFX(param)(t, w, li, MT_P_LN1_W), d.N, d.h, rms);
+	}
+	for (int64_t n = 0; n < d.N; n++)
+		for (int64_t i = 0; i < d.h; i++) {
+			gwte[(int64_t)tokens[n] * d.h + i] += dx[n * d.h + i];
+			if (gwpe)
+				gwpe[(n % d.T) * d.h + i] += dx[n * d.h + i];
+		}
+	free(dx);
+	free(dmid);
+	free(dbuf);
+	free(dbuf2);
+	free(dln);
+}
+
+#undef V_
