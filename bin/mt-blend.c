@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 			mt_die_usage(&o, "unexpected argument '%s'", o.arg);
 	}
 	mt_dataopts_finish(&d, &o);
-	if (mt_plan_make(&d.args, write, &p, &e))
+	if (mt_plan_make(&d.args, write ? MT_PLAN_WRITE : 0, &p, &e))
 		mt_die_err(&e);
 	mt_dataopts_print_plan(&d, &p, json, stdout);
 	if (write && !o.quiet)

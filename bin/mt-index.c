@@ -748,7 +748,7 @@ static int cmd_build(struct mt_opt *o, struct args *a)
 			mt_die_usage(o, "unexpected argument '%s'", o->arg);
 	}
 	mt_dataopts_finish(&d, o);
-	if (mt_plan_make(&d.args, 1, &p, &e))
+	if (mt_plan_make(&d.args, MT_PLAN_WRITE, &p, &e))
 		mt_die_err(&e);
 	mt_dataopts_print_plan(&d, &p, json, stdout);
 	if (!o->quiet)

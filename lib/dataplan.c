@@ -16,6 +16,8 @@ const char *const mt_split_names[MT_NSPLITS] = { "train", "valid", "test" };
 static void split_free(struct mt_plan_split *s)
 {
 	for (int i = 0; i < s->nsrc; i++) {
+		for (int k = 0; k < MT_NSPLITS; k++)
+			mt_gpt_indices_free(&s->src[i].use[k].x);
 		free(s->src[i].path);
 		if (s->src[i].ix)
 			mt_idx_close(s->src[i].ix);
@@ -86,7 +88,7 @@ static char *blend_description(const struct mt_plan_split *sp, const char *split
 	return j.s;
 }
 
-static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, int write, struct mt_err *err)
+static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, int flags, struct mt_err *err)
 {
 	struct mt_plan_split *sp = &p->split[s];
 	const struct mt_blend_spec *b = a->per_split[s] ? a->per_split[s] : a->blend;
@@ -200,7 +202,7 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 			mt_gpt_indices_free(&x);
 			goto out;
 		}
-		if (write) {
+		if (flags & MT_PLAN_WRITE) {
 			if (a->cache_dir)
 				snprintf(dir, sizeof(dir), "%s", a->cache_dir);
 			else
@@ -210,7 +212,10 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 				goto out;
 			}
 		}
-		mt_gpt_indices_free(&x);
+		if (flags & MT_PLAN_KEEP)
+			u->x = x;
+		else
+			mt_gpt_indices_free(&x);
 	}
 	if (!sp->blended) {
 		sp->src[0].use[s].realized = sp->src[0].use[s].built;
@@ -243,7 +248,7 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 		char *bd = blend_description(sp, mt_split_names[s], desc, sp->md5, err);
 		if (!bd)
 			goto out;
-		if (write && a->cache_dir) {
+		if ((flags & MT_PLAN_WRITE) && a->cache_dir) {
 			char path[4200];
 			if (mt_mkdir_p(a->cache_dir, err)) {
 				free(bd);
@@ -278,9 +283,11 @@ out:
 	return rc;
 }
 
-int mt_plan_make(const struct mt_plan_args *a, int write, struct mt_plan *p, struct mt_err *err)
+int mt_plan_make(const struct mt_plan_args *a, int flags, struct mt_plan *p, struct mt_err *err)
 {
 	memset(p, 0, sizeof(*p));
+	p->seq_length = a->seq_length;
+	p->add_extra_token = a->add_extra_token;
 	if (a->seq_length <= 0)
 		return mt_err_set(err, MT_EXIT_USAGE, "--seq-length is required and must be positive");
 	if (a->blend) {
@@ -289,9 +296,58 @@ int mt_plan_make(const struct mt_plan_args *a, int write, struct mt_plan *p, str
 		p->have_split = 1;
 	}
 	for (int s = 0; s < MT_NSPLITS; s++)
-		if (make_split(a, p, s, write, err)) {
+		if (make_split(a, p, s, flags, err)) {
 			mt_plan_free(p);
 			return -1;
 		}
 	return 0;
+}
+
+/* One GPTDataset sample: shuffle, then the (document, offset) rows it starts and ends at. */
+static int gpt_sample(const struct mt_plan_source *src, const struct mt_plan_use *u, int64_t idx, int64_t L, int X,
+		      int32_t *out, struct mt_err *err)
+{
+	const struct mt_gpt_indices *x = &u->x;
+	int64_t i, d0, o0, d1, o1, k = 0, want = L + X;
+
+	if (!x->shuffle || x->nshuffle == 0)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': no samples", src->path);
+	idx %= x->nshuffle;
+	i = x->shuffle_i64 ? ((int64_t *)x->shuffle)[idx] : ((uint32_t *)x->shuffle)[idx];
+	if (x->sample_i64) {
+		const int64_t *si = x->sample;
+		d0 = si[2 * i], o0 = si[2 * i + 1], d1 = si[2 * i + 2], o1 = si[2 * i + 3];
+	} else {
+		const int32_t *si = x->sample;
+		d0 = si[2 * i], o0 = si[2 * i + 1], d1 = si[2 * i + 2], o1 = si[2 * i + 3];
+	}
+	for (int64_t d = d0; d <= d1 && k < want; d++) {
+		int64_t seq = x->doc[d], from = d == d0 ? o0 : 0;
+		int64_t to = d == d1 ? o1 + X : mt_idx_seq_len(src->ix, seq);
+		if (to > mt_idx_seq_len(src->ix, seq))
+			to = mt_idx_seq_len(src->ix, seq);
+		for (int64_t j = from; j < to && k < want; j++)
+			out[k++] = (int32_t)mt_idx_token(src->ix, seq, j);
+	}
+	while (k < want)
+		out[k++] = -1; /* Megatron pads with the tokenizer's pad id, -1 without one */
+	return 0;
+}
+
+int mt_plan_sample(const struct mt_plan *p, int split, int64_t idx, int32_t *out, struct mt_err *err)
+{
+	const struct mt_plan_split *sp = &p->split[split];
+	int d = 0;
+	int64_t k = idx;
+
+	if (!sp->present || sp->size <= 0)
+		return mt_err_set(err, MT_EXIT_DATA, "the %s split has no samples", mt_split_names[split]);
+	idx %= sp->size;
+	if (sp->blended) {
+		d = sp->wide ? ((int32_t *)sp->dataset_index)[idx] : ((int16_t *)sp->dataset_index)[idx];
+		k = sp->dataset_sample_index[idx];
+	} else {
+		k = idx;
+	}
+	return gpt_sample(&sp->src[d], &sp->src[d].use[split], k, p->seq_length, p->add_extra_token, out, err);
 }

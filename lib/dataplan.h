@@ -45,6 +45,7 @@ struct mt_plan_use {                /* one source in one split */
 	int separate_final_epoch;
 	int64_t realized;               /* samples of it the blend actually takes */
 	char md5[33];
+	struct mt_gpt_indices x;        /* with MT_PLAN_KEEP: the indices, to read samples */
 };
 
 struct mt_plan_source {
@@ -69,12 +70,20 @@ struct mt_plan_split {
 
 struct mt_plan {
 	struct mt_plan_split split[MT_NSPLITS];
+	int64_t seq_length;
+	int add_extra_token;
 	double split_w[3];
 	int have_split;
 };
 
-/* Work out the plan; with write, also build every index and write the cache files. */
-int mt_plan_make(const struct mt_plan_args *a, int write, struct mt_plan *p, struct mt_err *err);
+enum { MT_PLAN_WRITE = 1, MT_PLAN_KEEP = 2 };
+/* Work out the plan; MT_PLAN_WRITE also writes every cache file, MT_PLAN_KEEP keeps the
+ * indices in memory for mt_plan_sample. */
+int mt_plan_make(const struct mt_plan_args *a, int flags, struct mt_plan *p, struct mt_err *err);
 void mt_plan_free(struct mt_plan *p);
+
+/* Sample `idx` of a split (kept plan), as Megatron's GPTDataset serves it: seq_length+1
+ * token ids, padded with -1 past the end of the data. idx wraps around the split. */
+int mt_plan_sample(const struct mt_plan *p, int split, int64_t idx, int32_t *out, struct mt_err *err);
 
 #endif

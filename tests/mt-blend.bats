@@ -140,3 +140,11 @@ import json, sys; s = json.load(sys.stdin)["splits"]; assert set(s) == {"train",
 	run -2 --separate-stderr mt-blend frobnicate
 	[[ $stderr == *"unknown command 'frobnicate'"* ]]
 }
+
+@test "the samples mt-train reads are the reference's token for token (shuffle, document boundaries, padding)" {
+	$PY "$REF/megatron_indices.py" gpt --prefix "$F/a" --seq-length 16 --num-samples train=300 --split 100,0,0 \
+		--print-samples 300 | awk '/^split train/ { on = 1 } /^split valid/ { on = 0 } on && /^sample / ' > ref.txt
+	[ "$(wc -l < ref.txt)" -eq 300 ]
+	plan-samples 300 --data-path "$F/a" --seq-length 16 --train-samples 300 --split 100,0,0 > mt.txt
+	cmp ref.txt mt.txt
+}
