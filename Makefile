@@ -24,12 +24,16 @@ endif
 CC ?= cc
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-PKGS := libarchive jansson libpcre2-8 nettle openblas hdf5
+PKGS := libarchive jansson libpcre2-8 nettle hdf5
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
 MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
-LDLIBS := $(PKG_LIBS) -fopenmp -lm -lpthread
+# OpenBLAS built for OpenMP: the pthreads build spins its own threads against the
+# trainer's OpenMP ones (measured: 10k against 38k tokens/s on the tiny model)
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+MT_CPPFLAGS += -I/usr/include/x86_64-linux-gnu/openblas-openmp
+LDLIBS := $(PKG_LIBS) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -fopenmp -lm -lpthread
 
 # CUDA: on when nvcc is found, unless CUDA=0.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)

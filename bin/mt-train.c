@@ -1,23 +1,345 @@
-/* mt-train: train a GPT on CPU or GPUs with HDF5 checkpoints.
- *
- * Not implemented in this version: the tool answers --help with its planned
- * usage and otherwise exits 2 saying it is not available yet. */
+/* mt-train: train a GPT on the CPU with HDF5 checkpoints (the CUDA backend and
+ * multi-process parallelism come later behind the same flags). */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/log.h"
+#include "../lib/tokenizer.h"
+#include "../lib/train.h"
+#include "dataopts.h"
 #include "tool.h"
 
 static const char *const synopsis[] = {
-	"[--config FILE] --num-layers N --hidden-size H --num-attention-heads A --seq-length L (--data-path PATH... | --mock-data) [--save DIR] [--load DIR]",
+	"[--config FILE] --num-layers N --hidden-size H --num-attention-heads A --seq-length L (--data-path PATH... | --mock-data) --micro-batch-size B --global-batch-size G (--train-iters N | --train-samples N) [--lr LR] [--save DIR] [--load DIR]",
 	NULL,
 };
 
 static const struct mt_tool_info info = {
 	.name = "mt-train",
-	.summary = "train a GPT on CPU or GPUs with HDF5 checkpoints",
+	.summary = "train a GPT on CPU (GPUs later) with HDF5 checkpoints",
 	.synopsis = synopsis,
-	.description = "planned; not available in this version",
+	.description =
+		"flags are Megatron-LM's; --config FILE reads flags from a file first (share/configs/),\n"
+		"and flags on the command line override them",
 	.doc = "docs/mt-train.md",
 };
 
+enum {
+	O_CONFIG = 256, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_MAXPOS, O_DIVISIBLE, O_POSEMB, O_ROTARY, O_NORM,
+	O_NORM_EPS, O_SWIGLU, O_NOBIAS, O_UNTIE, O_GQA, O_GROUPS, O_KV, O_INIT_STD, O_ATT_DROP, O_HID_DROP,
+	O_MBS, O_LR, O_MIN_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP, O_DECAY_STYLE, O_WARMUP_ITERS,
+	O_WARMUP_FRAC, O_DECAY_ITERS, O_WSD_ITERS, O_WSD_STYLE, O_LOG_INTERVAL, O_LOG_JSON, O_SAVE,
+	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
+	O_DEVICE, O_TP, O_PP,
+};
+
+static const struct mt_option opts[] = {
+	{ "config", 0, MT_ARG_REQUIRED, O_CONFIG, "FILE", "read flags from FILE first (share/configs/*.conf)" },
+	{ "num-layers", 0, MT_ARG_REQUIRED, O_LAYERS, "N", "transformer layers" },
+	{ "hidden-size", 0, MT_ARG_REQUIRED, O_HIDDEN, "H", "hidden size" },
+	{ "num-attention-heads", 0, MT_ARG_REQUIRED, O_HEADS, "A", "attention heads" },
+	{ "ffn-hidden-size", 0, MT_ARG_REQUIRED, O_FFN, "F", "MLP size (default 4H; 2/3 of that with SwiGLU)" },
+	{ "max-position-embeddings", 0, MT_ARG_REQUIRED, O_MAXPOS, "N", "learned positions (default: seq-length)" },
+	{ "make-vocab-size-divisible-by", 0, MT_ARG_REQUIRED, O_DIVISIBLE, "N", "pad the vocabulary (default 128)" },
+	{ "position-embedding-type", 0, MT_ARG_REQUIRED, O_POSEMB, "TYPE", "learned_absolute (default) or rope" },
+	{ "rotary-base", 0, MT_ARG_REQUIRED, O_ROTARY, "B", "rotary base (default 10000)" },
+	{ "normalization", 0, MT_ARG_REQUIRED, O_NORM, "NORM", "LayerNorm (default) or RMSNorm" },
+	{ "norm-epsilon", 0, MT_ARG_REQUIRED, O_NORM_EPS, "EPS", "default 1e-5" },
+	{ "swiglu", 0, MT_ARG_NONE, O_SWIGLU, NULL, "SwiGLU MLP instead of GELU" },
+	{ "disable-bias-linear", 0, MT_ARG_NONE, O_NOBIAS, NULL, "no biases in linear layers" },
+	{ "untie-embeddings-and-output-weights", 0, MT_ARG_NONE, O_UNTIE, NULL, "a separate output layer" },
+	{ "group-query-attention", 0, MT_ARG_NONE, O_GQA, NULL, "grouped-query attention (with --num-query-groups)" },
+	{ "num-query-groups", 0, MT_ARG_REQUIRED, O_GROUPS, "N", "key/value heads" },
+	{ "kv-channels", 0, MT_ARG_REQUIRED, O_KV, "N", "head size (default hidden / heads)" },
+	{ "init-method-std", 0, MT_ARG_REQUIRED, O_INIT_STD, "S", "initialization std (default 0.02)" },
+	{ "attention-dropout", 0, MT_ARG_REQUIRED, O_ATT_DROP, "P", "accepted; only 0 is implemented" },
+	{ "hidden-dropout", 0, MT_ARG_REQUIRED, O_HID_DROP, "P", "accepted; only 0 is implemented" },
+	{ "vocab-size", 0, MT_ARG_REQUIRED, O_VOCAB_SIZE, "N", "vocabulary size without a tokenizer (NullTokenizer, mock data)" },
+	{ "micro-batch-size", 0, MT_ARG_REQUIRED, O_MBS, "B", "samples per forward/backward pass" },
+	{ "lr", 0, MT_ARG_REQUIRED, O_LR, "LR", "peak learning rate" },
+	{ "min-lr", 0, MT_ARG_REQUIRED, O_MIN_LR, "LR", "final learning rate (default 0)" },
+	{ "adam-beta1", 0, MT_ARG_REQUIRED, O_BETA1, "B", "default 0.9" },
+	{ "adam-beta2", 0, MT_ARG_REQUIRED, O_BETA2, "B", "default 0.999" },
+	{ "adam-eps", 0, MT_ARG_REQUIRED, O_EPS, "E", "default 1e-8" },
+	{ "weight-decay", 0, MT_ARG_REQUIRED, O_WD, "W", "AdamW weight decay (default 0.01; none on biases and norms)" },
+	{ "clip-grad", 0, MT_ARG_REQUIRED, O_CLIP, "C", "clip the global gradient norm (default 1.0; 0 for none)" },
+	{ "lr-decay-style", 0, MT_ARG_REQUIRED, O_DECAY_STYLE, "S", "constant, linear (default), cosine, inverse-square-root, WSD" },
+	{ "lr-warmup-iters", 0, MT_ARG_REQUIRED, O_WARMUP_ITERS, "N", "linear warmup iterations" },
+	{ "lr-warmup-fraction", 0, MT_ARG_REQUIRED, O_WARMUP_FRAC, "F", "warmup as a fraction of the decay" },
+	{ "lr-decay-iters", 0, MT_ARG_REQUIRED, O_DECAY_ITERS, "N", "decay iterations (default: train iterations)" },
+	{ "lr-wsd-decay-iters", 0, MT_ARG_REQUIRED, O_WSD_ITERS, "N", "WSD's annealing iterations" },
+	{ "lr-wsd-decay-style", 0, MT_ARG_REQUIRED, O_WSD_STYLE, "S", "linear, cosine, exponential (default), minus_sqrt" },
+	{ "log-interval", 0, MT_ARG_REQUIRED, O_LOG_INTERVAL, "N", "a log line every N iterations (default 100)" },
+	{ "log-json", 0, MT_ARG_REQUIRED, O_LOG_JSON, "FILE", "append the log lines to FILE as JSON lines" },
+	{ "save", 0, MT_ARG_REQUIRED, O_SAVE, "DIR", "checkpoint directory" },
+	{ "save-interval", 0, MT_ARG_REQUIRED, O_SAVE_INTERVAL, "N", "save every N iterations (and at the end)" },
+	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "DIR", "resume from DIR's latest checkpoint (or DIR/iter_N)" },
+	{ "keep-last", 0, MT_ARG_REQUIRED, O_KEEP, "N", "keep only the newest N checkpoints" },
+	{ "exit-interval", 0, MT_ARG_REQUIRED, O_EXIT_INTERVAL, "N", "save and stop at a multiple of N iterations" },
+	{ "exit-duration-in-mins", 0, MT_ARG_REQUIRED, O_EXIT_MINS, "M", "save and stop after M minutes" },
+	{ "mock-data", 0, MT_ARG_NONE, O_MOCK, NULL, "synthetic tokens (give --vocab-size)" },
+	{ "max-skipped-steps", 0, MT_ARG_REQUIRED, O_MAX_SKIP, "N", "stop after N non-finite steps in a row (default 10)" },
+	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cpu (cuda arrives with the GPU backend)" },
+	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "only 1 for now" },
+	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "only 1 for now" },
+	MT_DATA_OPTIONS,
+	{ 0 },
+};
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	mt_train_stop_requested = 1;
+}
+
+/* --config FILE: its flags go first, the command line's after them (and win). */
+static char **with_config(int *argc, char **argv)
+{
+	const char *file = NULL;
+	char **out, *text, *p;
+	int n = 0, cap;
+	FILE *f;
+	long sz;
+
+	for (int i = 1; i < *argc; i++) {
+		if (!strcmp(argv[i], "--config") && i + 1 < *argc)
+			file = argv[i + 1];
+		else if (!strncmp(argv[i], "--config=", 9))
+			file = argv[i] + 9;
+	}
+	if (!file)
+		return argv;
+	f = fopen(file, "r");
+	if (!f)
+		mt_die(MT_EXIT_IO, "cannot open config '%s'", file);
+	fseek(f, 0, SEEK_END);
+	sz = ftell(f);
+	rewind(f);
+	text = malloc((size_t)sz + 1);
+	if (!text || fread(text, 1, (size_t)sz, f) != (size_t)sz)
+		mt_die(MT_EXIT_IO, "cannot read config '%s'", file);
+	text[sz] = '\0';
+	fclose(f);
+	cap = *argc + (int)sz / 2 + 2;
+	out = malloc((size_t)cap * sizeof(*out));
+	out[n++] = argv[0];
+	for (p = strtok(text, "\n"); p; p = strtok(NULL, "\n")) {
+		char *hash = strchr(p, '#'), *tok;
+		if (hash)
+			*hash = '\0';
+		for (tok = p; *tok;) {
+			char *end;
+			while (*tok == ' ' || *tok == '\t' || *tok == '\r')
+				tok++;
+			if (!*tok)
+				break;
+			end = tok;
+			while (*end && *end != ' ' && *end != '\t' && *end != '\r')
+				end++;
+			if (*end)
+				*end++ = '\0';
+			out[n++] = tok;
+			tok = end;
+		}
+	}
+	for (int i = 1; i < *argc; i++)
+		out[n++] = argv[i];
+	out[n] = NULL;
+	*argc = n;
+	return out;
+}
+
+static long long num(struct mt_opt *o, long long min)
+{
+	long long v;
+	if (mt_opt_long(o, min, INT64_MAX / 4, &v))
+		mt_die_usage(o, "%s", o->err.msg);
+	return v;
+}
+
+static double real(struct mt_opt *o)
+{
+	double v;
+	if (mt_opt_double(o, &v))
+		mt_die_usage(o, "%s", o->err.msg);
+	return v;
+}
+
 int main(int argc, char **argv)
 {
-	mt_tool_unavailable(&info, argc, argv);
+	struct mt_opt o;
+	struct mt_dataopts d;
+	struct mt_train_args a;
+	struct mt_train_result r;
+	struct mt_err e = { 0 };
+	struct sigaction sa;
+	long long vocab = 0;
+	int id, gqa = 0;
+
+	mt_tool_start(&info);
+	argv = with_config(&argc, argv);
+	memset(&a, 0, sizeof(a));
+	mt_dataopts_init(&d);
+	mt_sched_args_defaults(&a.sched);
+	mt_adamw_init(&a.adam);
+	a.cfg.add_bias_linear = 1;
+	a.clip_grad = 1.0;
+	a.log_interval = 100;
+	a.eval_interval = 1000;
+	a.eval_iters = 100;
+	a.max_skipped_steps = 10;
+	a.sched.lr = 1e-4;
+	if (mt_opt_init(&o, &info, opts, argc, argv))
+		mt_die_err(&o.err);
+	while ((id = mt_opt_next(&o)) != MT_OPT_END) {
+		mt_tool_common(&o, id);
+		if (mt_dataopts_take(&d, &o, id)) {
+			if (id == MT_DOPT_SEQ_LENGTH)
+				a.cfg.seq_length = (int)d.seq_length;
+			if (id == MT_DOPT_EVAL_INTERVAL)
+				a.eval_interval = d.eval_interval;
+			if (id == MT_DOPT_EVAL_ITERS)
+				a.eval_iters = d.eval_iters;
+			continue;
+		}
+		switch (id) {
+		case MT_OPT_ARG: mt_die_usage(&o, "unexpected argument '%s'", o.arg);
+		case O_CONFIG: break; /* read already */
+		case O_LAYERS: a.cfg.num_layers = (int)num(&o, 1); break;
+		case O_HIDDEN: a.cfg.hidden_size = (int)num(&o, 1); break;
+		case O_HEADS: a.cfg.num_attention_heads = (int)num(&o, 1); break;
+		case O_FFN: a.cfg.ffn_hidden_size = (int)num(&o, 1); break;
+		case O_MAXPOS: a.cfg.max_position_embeddings = (int)num(&o, 1); break;
+		case O_DIVISIBLE: a.cfg.make_vocab_size_divisible_by = (int)num(&o, 1); break;
+		case O_POSEMB:
+			if (!strcmp(o.arg, "rope"))
+				a.cfg.position_embedding_type = MT_POS_ROPE;
+			else if (!strcmp(o.arg, "learned_absolute"))
+				a.cfg.position_embedding_type = MT_POS_LEARNED;
+			else
+				mt_die_usage(&o, "--position-embedding-type must be learned_absolute or rope, not '%s'", o.arg);
+			break;
+		case O_ROTARY: a.cfg.rotary_base = real(&o); break;
+		case O_NORM:
+			if (!strcmp(o.arg, "RMSNorm"))
+				a.cfg.normalization = MT_NORM_RMSNORM;
+			else if (!strcmp(o.arg, "LayerNorm"))
+				a.cfg.normalization = MT_NORM_LAYERNORM;
+			else
+				mt_die_usage(&o, "--normalization must be LayerNorm or RMSNorm, not '%s'", o.arg);
+			break;
+		case O_NORM_EPS: a.cfg.norm_epsilon = real(&o); break;
+		case O_SWIGLU: a.cfg.swiglu = 1; break;
+		case O_NOBIAS: a.cfg.add_bias_linear = 0; break;
+		case O_UNTIE: a.cfg.untie_embeddings_and_output_weights = 1; break;
+		case O_GQA: gqa = 1; break;
+		case O_GROUPS: a.cfg.num_query_groups = (int)num(&o, 1); break;
+		case O_KV: a.cfg.kv_channels = (int)num(&o, 1); break;
+		case O_INIT_STD: a.cfg.init_method_std = real(&o); break;
+		case O_ATT_DROP: a.cfg.attention_dropout = real(&o); break;
+		case O_HID_DROP: a.cfg.hidden_dropout = real(&o); break;
+		case O_VOCAB_SIZE: vocab = num(&o, 1); break;
+		case O_MBS: a.micro_batch_size = num(&o, 1); break;
+		case O_LR: a.sched.lr = real(&o); break;
+		case O_MIN_LR: a.sched.min_lr = real(&o); break;
+		case O_BETA1: a.adam.beta1 = real(&o); break;
+		case O_BETA2: a.adam.beta2 = real(&o); break;
+		case O_EPS: a.adam.eps = real(&o); break;
+		case O_WD: a.adam.weight_decay = real(&o); a.sched.start_weight_decay = a.sched.end_weight_decay = a.adam.weight_decay; break;
+		case O_CLIP: a.clip_grad = real(&o); break;
+		case O_DECAY_STYLE: {
+			int s = mt_lr_style_parse(o.arg);
+			if (s < 0)
+				mt_die_usage(&o, "--lr-decay-style '%s': constant, linear, cosine, inverse-square-root or WSD", o.arg);
+			a.sched.lr_decay_style = (enum mt_lr_style)s;
+			break;
+		}
+		case O_WARMUP_ITERS: a.sched.lr_warmup_iters = num(&o, 0); break;
+		case O_WARMUP_FRAC: a.sched.lr_warmup_fraction = real(&o); break;
+		case O_DECAY_ITERS: a.sched.lr_decay_iters = num(&o, 1); break;
+		case O_WSD_ITERS: a.sched.lr_wsd_decay_iters = num(&o, 0); break;
+		case O_WSD_STYLE: {
+			int s = mt_wsd_style_parse(o.arg);
+			if (s < 0)
+				mt_die_usage(&o, "--lr-wsd-decay-style '%s': linear, cosine, exponential or minus_sqrt", o.arg);
+			a.sched.lr_wsd_decay_style = (enum mt_wsd_style)s;
+			break;
+		}
+		case O_LOG_INTERVAL: a.log_interval = num(&o, 1); break;
+		case O_LOG_JSON: a.log_json = o.arg; break;
+		case O_SAVE: a.save = o.arg; break;
+		case O_SAVE_INTERVAL: a.save_interval = num(&o, 1); break;
+		case O_LOAD: a.load = o.arg; break;
+		case O_KEEP: a.keep_last = (int)num(&o, 1); break;
+		case O_EXIT_INTERVAL: a.exit_interval = num(&o, 1); break;
+		case O_EXIT_MINS: a.exit_duration_mins = real(&o); break;
+		case O_MOCK: a.mock_data = 1; break;
+		case O_MAX_SKIP: a.max_skipped_steps = num(&o, 0); break;
+		case O_DEVICE:
+			if (strcmp(o.arg, "cpu"))
+				mt_die_usage(&o, "--device %s: only cpu in this version (the CUDA backend is coming)", o.arg);
+			break;
+		case O_TP:
+		case O_PP:
+			if (num(&o, 1) != 1)
+				mt_die_usage(&o, "--%s: only 1 is supported yet", o.cur->name);
+			break;
+		}
+	}
+	if (gqa && !a.cfg.num_query_groups)
+		mt_die_usage(&o, "--group-query-attention needs --num-query-groups");
+	if (!gqa)
+		a.cfg.num_query_groups = 0;
+	if (a.micro_batch_size <= 0)
+		mt_die_usage(&o, "--micro-batch-size is required");
+	if (d.gbs <= 0)
+		d.gbs = a.micro_batch_size;
+	a.global_batch_size = d.gbs;
+	/* the vocabulary: a tokenizer's, or --vocab-size */
+	if (d.tok_type && strcmp(d.tok_type, "NullTokenizer")) {
+		struct mt_tokenizer tk;
+		struct mt_tokenizer_args ta = { d.tok_type, d.vocab, d.merges, d.tok_model, NULL, vocab };
+		if (mt_tokenizer_load(&tk, &ta, &e))
+			mt_die_err(&e);
+		vocab = tk.vocab.vocab_size;
+		mt_tokenizer_free(&tk);
+	} else if (d.tok_type && vocab > 0) {
+		vocab += 1; /* NullTokenizer: ids below N and its end-of-document id N */
+	}
+	if (vocab <= 0)
+		mt_die_usage(&o, "the vocabulary size is unknown: give the tokenizer (--tokenizer-type ...) or --vocab-size");
+	a.cfg.vocab_size = vocab;
+	mt_config_defaults(&a.cfg);
+	if (mt_config_validate(&a.cfg, &e))
+		mt_die_err(&e);
+	if (a.mock_data) {
+		if (d.train_samples < 0 && d.train_iters < 0)
+			mt_die_usage(&o, "--train-iters or --train-samples is required");
+		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
+		a.eval_iters = d.eval_iters;
+		a.eval_interval = d.eval_interval;
+	} else {
+		mt_dataopts_finish(&d, &o);
+		a.data = &d.args;
+		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
+	}
+	a.sched.train_iters = a.train_iters;
+	a.sched.global_batch_size = a.global_batch_size;
+	a.seed = (uint64_t)d.seed;
+	a.quiet = o.quiet;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	if (mt_train_run(&a, &r, &e))
+		mt_die_err(&e);
+	if (!o.quiet)
+		mt_info("done: %lld iterations, last loss %.6f%s", (long long)r.iteration, r.last_loss,
+			r.stopped_by_signal ? " (stopped by a signal after saving)" : "");
+	if (!a.mock_data)
+		mt_dataopts_free(&d);
+	return 0;
 }

@@ -12,7 +12,7 @@ PACKAGES=(
   libhdf5-dev          # checkpoints
   mpich libmpich-dev   # process bootstrap, CPU collectives
   libarchive-dev       # compressed and archived input
-  libopenblas-dev      # CPU matmuls
+  libopenblas-openmp-dev   # CPU matmuls (the OpenMP build: the trainer's loops use OpenMP)
   libjansson-dev       # JSON lines
   nettle-dev           # MD5 of Megatron's index-cache descriptions
   libpcre2-dev         # tokenizer pre-tokenization patterns

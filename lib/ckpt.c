@@ -1,0 +1,1530 @@
+/* ckpt.c: HDF5 checkpoints, one directory per iteration (see ckpt.h; the layout is in
+ * docs/formats.md "Checkpoints").
+ *
+ * This file holds the on-disk layout (directory and file names, the latest markers),
+ * the atomic save protocol, and the translation between the parameter table's flat
+ * buffers and one HDF5 dataset per logical tensor. It does not build the table
+ * (params.c), interpret the config, training-argument or scheduler JSON it stores, or
+ * reshard tensors between parallel layouts (mt-ckpt-reshard). HDF5 never prints here:
+ * its error stack is turned into the message of a struct mt_err. */
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+#include <jansson.h>
+
+#include "atomic.h"
+
+#define PATH_CAP 4096
+/* Tensors move in slabs of at most this many floats (256 MiB), far from any 2 GiB
+ * limit of a single read or write call. */
+#define SLAB_FLOATS ((hsize_t)64 << 20)
+
+/* ---- HDF5 errors ------------------------------------------------------------------ */
+
+/* HDF5 clears its error stack on entry to every API call, so the reason for a failure
+ * would be gone by the time cleanup calls have run. Instead of printing, the automatic
+ * error handler records the reason of the last failed API call here, as "what failed:
+ * root cause" (HDF5's words, lowercase as it writes them). Not thread-safe, like the
+ * serial HDF5 library itself. */
+static char h5_last[520];
+
+struct h5why {
+	char outer[256], inner[256];
+};
+
+/* HDF5's file drivers describe system errors at length ("file write failed: time = ...,
+ * filename = ..., errno = 28, error message = 'No space left on device', buf = ...");
+ * keep the first phrase and the system's message. Line breaks become spaces. */
+static void h5why_tidy(char *s, size_t cap, const char *desc)
+{
+	const char *m = strstr(desc, "error message = '"), *colon = strchr(desc, ':'), *end;
+
+	if (m && colon && colon < m && (end = strchr(m + 17, '\''))) {
+		snprintf(s, cap, "%.*s: %.*s", (int)(colon - desc), desc, (int)(end - (m + 17)), m + 17);
+	} else {
+		snprintf(s, cap, "%s", desc);
+	}
+	for (char *p = s; *p; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
+}
+
+static herr_t h5why_walk(unsigned n, const H5E_error2_t *e, void *data)
+{
+	struct h5why *w = data;
+
+	if (!e->desc || !e->desc[0])
+		return 0;
+	if (n == 0) /* the walk goes upward: the first entry is the root cause */
+		h5why_tidy(w->inner, sizeof(w->inner), e->desc);
+	h5why_tidy(w->outer, sizeof(w->outer), e->desc);
+	return 0;
+}
+
+static herr_t h5_record(hid_t estack, void *data)
+{
+	struct h5why w = { "", "" };
+
+	H5Ewalk2(estack, H5E_WALK_UPWARD, h5why_walk, &w);
+	if (!w.outer[0])
+		snprintf(h5_last, sizeof(h5_last), "hdf5 error");
+	else if (!w.inner[0] || !strcmp(w.outer, w.inner))
+		snprintf(h5_last, sizeof(h5_last), "%s", w.outer);
+	else
+		snprintf(h5_last, sizeof(h5_last), "%s: %s", w.outer, w.inner);
+	return 0;
+}
+
+/* Every public entry point starts here: HDF5 prints nothing, and failures are recorded. */
+static void h5_quiet(void)
+{
+	H5Eset_auto2(H5E_DEFAULT, h5_record, NULL);
+	h5_last[0] = '\0';
+}
+
+/* After a failure that is expected and handled (a probe), forget its reason. */
+static void h5_clear(void)
+{
+	H5Eclear2(H5E_DEFAULT);
+	h5_last[0] = '\0';
+}
+
+/* mt_err_set with ": <hdf5's reason>" appended, when HDF5 gave one. */
+__attribute__((format(printf, 3, 4)))
+static int h5_fail(struct mt_err *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	mt_err_vset(err, code, fmt, ap);
+	va_end(ap);
+	if (err && h5_last[0]) {
+		n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof(err->msg) - n, ": %s", h5_last);
+	}
+	h5_clear();
+	return -1;
+}
+
+static void h5_close(hid_t *id)
+{
+	if (*id < 0)
+		return;
+	switch (H5Iget_type(*id)) {
+	case H5I_FILE: H5Fclose(*id); break;
+	case H5I_GROUP: H5Gclose(*id); break;
+	case H5I_DATASET: H5Dclose(*id); break;
+	case H5I_ATTR: H5Aclose(*id); break;
+	case H5I_DATASPACE: H5Sclose(*id); break;
+	case H5I_DATATYPE: H5Tclose(*id); break;
+	case H5I_GENPROP_LST: H5Pclose(*id); break;
+	default: H5Oclose(*id); break;
+	}
+	*id = -1;
+}
+
+/* File access: objects still open are closed with the file (no leaks on error paths),
+ * and no file locking: files are written once under a private temporary name, and
+ * locking fails on parallel file systems without flock. */
+static hid_t h5_fapl(void)
+{
+	hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+
+	if (fapl < 0)
+		return -1;
+	H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+#if H5_VERSION_GE(1, 10, 7)
+	H5Pset_file_locking(fapl, 0, 1);
+#endif
+	return fapl;
+}
+
+/* ---- names and paths ---------------------------------------------------------------- */
+
+int mt_ckpt_iter_dir(char *out, size_t n, const char *dir, int64_t iteration, struct mt_err *err)
+{
+	if (iteration < 0)
+		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint iteration %lld is negative", (long long)iteration);
+	if ((size_t)snprintf(out, n, "%s/iter_%07lld", dir, (long long)iteration) >= n)
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
+	return 0;
+}
+
+int mt_ckpt_file_path(char *out, size_t n, const char *iterdir, int shard, int nshards,
+		      struct mt_err *err)
+{
+	int len;
+
+	if (nshards < 1 || shard < 0 || shard >= nshards)
+		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint shard %d of %d does not exist", shard, nshards);
+	if (nshards == 1)
+		len = snprintf(out, n, "%s/model.h5", iterdir);
+	else
+		len = snprintf(out, n, "%s/model-%05d-of-%05d.h5", iterdir, shard + 1, nshards);
+	if (len < 0 || (size_t)len >= n)
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", iterdir);
+	return 0;
+}
+
+/* "iter_0000500" and what follows it: the iteration, and a pointer past the digits.
+ * Only the names mt_ckpt_iter_dir makes count (7 digits at least, no extra zeros), so
+ * a user's "iter_5" or "iter_final" is never taken for a checkpoint. */
+static const char *parse_iter_name(const char *name, int64_t *iteration)
+{
+	const char *p = name + 5;
+	char canon[32];
+	int64_t v = 0;
+	size_t nd = 0;
+
+	if (strncmp(name, "iter_", 5) != 0)
+		return NULL;
+	while (p[nd] >= '0' && p[nd] <= '9') {
+		if (nd >= 18)
+			return NULL;
+		v = v * 10 + (p[nd] - '0');
+		nd++;
+	}
+	if (nd == 0)
+		return NULL;
+	snprintf(canon, sizeof(canon), "%07lld", (long long)v);
+	if (strlen(canon) != nd || strncmp(canon, p, nd) != 0)
+		return NULL;
+	*iteration = v;
+	return p + nd;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/* The iteration a directory's name says (iter_N), else -1. Trailing slashes allowed. */
+static int64_t iteration_of_dir(const char *dir)
+{
+	char copy[PATH_CAP];
+	size_t n = strlen(dir);
+	const char *rest;
+	int64_t it;
+
+	if (n == 0 || n >= sizeof(copy))
+		return -1;
+	memcpy(copy, dir, n + 1);
+	while (n > 1 && copy[n - 1] == '/')
+		copy[--n] = '\0';
+	rest = parse_iter_name(base_name(copy), &it);
+	return rest && !*rest ? it : -1;
+}
+
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The HDF5 file behind what the readers are given: ITERDIR/model.h5, the file itself, or
+ * for a checkpoint directory the model.h5 of the iteration its latest marker names. */
+static int model_file(const char *path, char *out, size_t n, struct mt_err *err)
+{
+	struct stat st;
+	char iter[PATH_CAP];
+	int64_t it;
+
+	if (stat(path, &st) != 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot open checkpoint '%s'", path);
+	if (!S_ISDIR(st.st_mode)) {
+		if ((size_t)snprintf(out, n, "%s", path) >= n)
+			return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", path);
+		return 0;
+	}
+	if (mt_ckpt_file_path(out, n, path, 0, 1, err))
+		return -1;
+	if (stat(out, &st) == 0)
+		return 0;
+	if (mt_ckpt_latest(path, &it, err))
+		return -1;
+	if (it < 0) /* no marker either: the caller reports the missing model.h5 */
+		return 0;
+	return mt_ckpt_iter_dir(iter, sizeof(iter), path, it, err) || mt_ckpt_file_path(out, n, iter, 0, 1, err) ? -1 : 0;
+}
+
+/* ---- file system ---------------------------------------------------------------------- */
+
+static int mkdir_p(const char *dir, struct mt_err *err)
+{
+	char p[PATH_CAP];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(p))
+		return mt_err_set(err, MT_EXIT_IO, "bad checkpoint directory '%s'", dir);
+	memcpy(p, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		p[i] = '\0';
+		if (mkdir(p, 0777) != 0 && errno != EEXIST)
+			return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", p);
+		p[i] = i < n ? '/' : '\0';
+	}
+	if (!is_dir(dir))
+		return mt_err_set(err, MT_EXIT_IO, "cannot create directory '%s': not a directory", dir);
+	return 0;
+}
+
+/* Remove name (relative to dfd) and, for a directory, everything below it. ENOENT is
+ * success. errno is left at the first failure. */
+static int rm_tree_at(int dfd, const char *name)
+{
+	int fd, rc = 0;
+	DIR *d;
+	struct dirent *e;
+
+	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -1;
+	for (int pass = 0; pass < 3; pass++) {
+		fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -1;
+		}
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && rm_tree_at(dirfd(d), e->d_name))
+				rc = -1;
+		closedir(d);
+		if (rc)
+			return -1;
+		if (unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != ENOTEMPTY && errno != EEXIST)
+			return -1;
+	}
+	return -1;
+}
+
+static int rm_tree(const char *path)
+{
+	return rm_tree_at(AT_FDCWD, path);
+}
+
+static int fsync_path(const char *path, int dir)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0)), rc = 0;
+
+	if (fd < 0)
+		return -1;
+	if (fsync(fd) != 0 && !(dir && (errno == EINVAL || errno == EBADF)))
+		rc = -1; /* some file systems refuse to fsync a directory: best effort there */
+	close(fd);
+	return rc;
+}
+
+/* Move the finished temporary directory to its final name. An existing final directory
+ * (the same iteration saved again) is swapped out in one step where the file system
+ * can (renameat2 RENAME_EXCHANGE), so the name never disappears; the old one ends up
+ * under the temporary name and is removed. */
+static int install_dir(const char *tmp, const char *final, struct mt_err *err)
+{
+	struct stat st;
+	char old[PATH_CAP];
+
+	if (lstat(final, &st) != 0) {
+		if (errno != ENOENT)
+			return mt_err_errno(err, MT_EXIT_IO, "cannot save checkpoint '%s'", final);
+		if (rename(tmp, final) != 0)
+			return mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", tmp, final);
+		return 0;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return mt_err_set(err, MT_EXIT_IO, "cannot save checkpoint '%s': it exists and is not a directory", final);
+#ifdef RENAME_EXCHANGE
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+		rm_tree(tmp); /* best effort: a leftover is removed by the next save */
+		return 0;
+	}
+	if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot replace '%s' with '%s'", final, tmp);
+#endif
+	/* No atomic exchange here: move the old one aside first. A crash between the two
+	 * renames leaves no DIR/iter_N until the next save (its data is in iter_N.old.<pid>). */
+	if ((size_t)snprintf(old, sizeof(old), "%s.old.%ld", final, (long)getpid()) >= sizeof(old))
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", final);
+	rm_tree(old);
+	if (rename(final, old) != 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", final, old);
+	if (rename(tmp, final) != 0) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", tmp, final);
+		rename(old, final);
+		return -1;
+	}
+	rm_tree(old);
+	return 0;
+}
+
+/* ---- the parameter table --------------------------------------------------------------- */
+
+static int cmp_param_name(const void *a, const void *b)
+{
+	return strcmp((*(const struct mt_param *const *)a)->name, (*(const struct mt_param *const *)b)->name);
+}
+
+/* Check the table's rows (names usable as HDF5 link names, shapes, offsets within the
+ * buffer, no name twice) and return its rows sorted by name, for lookups. */
+static const struct mt_param **table_index(const struct mt_params *t, struct mt_err *err)
+{
+	const struct mt_param **v;
+
+	if (!t || t->n < 0 || (t->n > 0 && !t->p)) {
+		mt_err_set(err, MT_EXIT_USAGE, "internal: no parameter table");
+		return NULL;
+	}
+	for (int i = 0; i < t->n; i++) {
+		const struct mt_param *p = &t->p[i];
+		int64_t numel = p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+
+		if (!memchr(p->name, '\0', sizeof(p->name)) || !p->name[0] || strchr(p->name, '/') ||
+		    !strcmp(p->name, ".") || !strcmp(p->name, "..")) {
+			mt_err_set(err, MT_EXIT_DATA, "parameter table: row %d has a bad name '%.*s'", i,
+				   (int)sizeof(p->name), p->name);
+			return NULL;
+		}
+		if ((p->ndim != 1 && p->ndim != 2) || p->shape[0] <= 0 || (p->ndim == 2 && p->shape[1] <= 0) ||
+		    p->numel != numel || p->offset < 0 || p->offset > t->total - numel) {
+			mt_err_set(err, MT_EXIT_DATA,
+				   "parameter table: '%s' has a bad shape or offset (ndim %d, numel %lld, offset %lld, total %lld)",
+				   p->name, p->ndim, (long long)p->numel, (long long)p->offset, (long long)t->total);
+			return NULL;
+		}
+	}
+	v = malloc((size_t)(t->n > 0 ? t->n : 1) * sizeof(*v));
+	if (!v) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < t->n; i++)
+		v[i] = &t->p[i];
+	qsort(v, (size_t)t->n, sizeof(*v), cmp_param_name);
+	for (int i = 1; i < t->n; i++)
+		if (!strcmp(v[i - 1]->name, v[i]->name)) {
+			mt_err_set(err, MT_EXIT_DATA, "parameter table: '%s' appears twice", v[i]->name);
+			free(v);
+			return NULL;
+		}
+	return v;
+}
+
+static const struct mt_param *table_find(const struct mt_param **v, int n, const char *name)
+{
+	int lo = 0, hi = n - 1;
+
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2, c = strcmp(name, v[mid]->name);
+		if (c == 0)
+			return v[mid];
+		if (c < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+static void fmt_shape(char *buf, size_t n, int nd, const int64_t *d)
+{
+	size_t k = 0;
+
+	k += (size_t)snprintf(buf + k, n - k, "[");
+	for (int i = 0; i < nd && k < n; i++)
+		k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)d[i]);
+	if (k < n)
+		snprintf(buf + k, n - k, "]");
+}
+
+static int check_finite(const struct mt_params *t, const float *buf, const char *what,
+			const char *final, struct mt_err *err)
+{
+	for (int i = 0; i < t->n; i++) {
+		const struct mt_param *p = &t->p[i];
+		const float *x = buf + p->offset;
+
+		for (int64_t j = 0; j < p->numel; j++) {
+			if (isfinite(x[j]))
+				continue;
+			char at[64];
+			int64_t cols = p->ndim == 2 ? p->shape[1] : 1;
+			if (p->ndim == 2)
+				snprintf(at, sizeof(at), "[%lld, %lld]", (long long)(j / cols), (long long)(j % cols));
+			else
+				snprintf(at, sizeof(at), "[%lld]", (long long)j);
+			return mt_err_set(err, MT_EXIT_DATA,
+					  "refusing to save checkpoint '%s': %s '%s' holds %s at %s (the run has diverged; earlier checkpoints are kept)",
+					  final, what, p->name, isnan(x[j]) ? "nan" : "inf", at);
+		}
+	}
+	return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+static int attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, int rank,
+		      hsize_t len, const void *buf)
+{
+	hid_t sp = rank ? H5Screate_simple(1, &len, NULL) : H5Screate(H5S_SCALAR), a = -1;
+	int rc = -1;
+
+	if (sp >= 0 && (a = H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+	    H5Awrite(a, mtype, buf) >= 0)
+		rc = 0;
+	h5_close(&a);
+	h5_close(&sp);
+	return rc;
+}
+
+static int attr_i64(hid_t obj, const char *name, int64_t v)
+{
+	return attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, 1, &v);
+}
+
+static int attr_i64v(hid_t obj, const char *name, int n, const int64_t *v)
+{
+	return attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 1, (hsize_t)n, v);
+}
+
+/* Variable-length UTF-8 strings: what h5py writes for str, read back as str, and kept
+ * in the global heap, so a long JSON text does not hit the 64 KiB object header. */
+static hid_t vlen_string_type(H5T_cset_t cset)
+{
+	hid_t ty = H5Tcopy(H5T_C_S1);
+
+	if (ty >= 0 && (H5Tset_size(ty, H5T_VARIABLE) < 0 || H5Tset_cset(ty, cset) < 0))
+		h5_close(&ty);
+	return ty;
+}
+
+static int attr_str(hid_t obj, const char *name, const char *s)
+{
+	hid_t ty = vlen_string_type(H5T_CSET_UTF8);
+	int rc = ty < 0 ? -1 : attr_write(obj, name, ty, ty, 0, 1, &s);
+
+	h5_close(&ty);
+	return rc;
+}
+
+/* Move a whole float tensor between buf and dataset d, in slabs of whole rows. */
+static int tensor_io(hid_t d, int nd, const hsize_t *dims, float *buf, int write)
+{
+	hsize_t cols = nd == 2 ? dims[1] : 1, step = SLAB_FLOATS / cols;
+	int rc = 0;
+
+	if (step == 0)
+		step = 1;
+	if (dims[0] <= step)
+		return (write ? H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)
+			      : H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)) < 0 ? -1 : 0;
+	for (hsize_t r = 0; r < dims[0] && !rc; r += step) {
+		hsize_t start[2] = { r, 0 }, count[2] = { dims[0] - r < step ? dims[0] - r : step, cols };
+		hid_t fs = H5Dget_space(d), ms = H5Screate_simple(nd, count, NULL);
+
+		if (fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
+			rc = -1;
+		else if (write)
+			rc = H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf + r * cols) < 0 ? -1 : 0;
+		else
+			rc = H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf + r * cols) < 0 ? -1 : 0;
+		h5_close(&fs);
+		h5_close(&ms);
+	}
+	return rc;
+}
+
+static int write_tensor(hid_t grp, const struct mt_param *p, const float *buf)
+{
+	hsize_t dims[2] = { (hsize_t)p->shape[0], (hsize_t)p->shape[1] };
+	int64_t zero[2] = { 0, 0 };
+	hid_t sp = H5Screate_simple(p->ndim, dims, NULL), d = -1;
+	int rc = -1;
+
+	if (sp >= 0 && (d = H5Dcreate2(grp, p->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+	    !attr_i64v(d, "global_shape", p->ndim, p->shape) && !attr_i64v(d, "offset", p->ndim, zero) &&
+	    !tensor_io(d, p->ndim, dims, (float *)buf, 1))
+		rc = 0;
+	h5_close(&d);
+	h5_close(&sp);
+	return rc;
+}
+
+/* Groups remember the order their links were made in, so readers list tensors in the
+ * table's order (embedding, layer 0, layer 1, ..., final norm) rather than by name. */
+static hid_t group_create(hid_t parent, const char *name)
+{
+	hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE), g = -1;
+
+	if (gcpl >= 0 && H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) >= 0)
+		g = H5Gcreate2(parent, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+	h5_close(&gcpl);
+	return g;
+}
+
+static int write_group(hid_t f, const char *path, const struct mt_params *t, const float *buf,
+		       const char *file, struct mt_err *err)
+{
+	hid_t g = group_create(f, path);
+
+	if (g < 0)
+		return h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group '%s'", file, path);
+	for (int i = 0; i < t->n; i++)
+		if (write_tensor(g, &t->p[i], buf + t->p[i].offset)) {
+			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': tensor '%s/%s'", file, path, t->p[i].name);
+			h5_close(&g);
+			return -1;
+		}
+	h5_close(&g);
+	return 0;
+}
+
+static int write_h5(const char *file, const struct mt_params *t, const float *w, const float *m,
+		    const float *v, const struct mt_ckpt_state *s, struct mt_err *err)
+{
+	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl(), f = -1, g = -1, sp = -1, d = -1;
+	hsize_t rng_len = s->rng ? (hsize_t)s->rng_size : 0;
+	int rc = -1;
+
+	if (fcpl >= 0)
+		H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+	f = fcpl < 0 || fapl < 0 ? -1 : H5Fcreate(file, H5F_ACC_EXCL, fcpl, fapl);
+	h5_close(&fcpl);
+	h5_close(&fapl);
+	if (f < 0)
+		return h5_fail(err, MT_EXIT_IO, "cannot create checkpoint '%s'", file);
+	if (attr_str(f, "format", MT_CKPT_FORMAT) || attr_i64(f, "format_version", MT_CKPT_FORMAT_VERSION) ||
+	    attr_i64(f, "iteration", s->iteration) ||
+	    attr_i64(f, "consumed_train_samples", s->consumed_train_samples) ||
+	    attr_i64(f, "consumed_valid_samples", s->consumed_valid_samples) ||
+	    attr_str(f, "config", s->config_json) ||
+	    attr_str(f, "train_args", s->train_args_json ? s->train_args_json : "{}") ||
+	    attr_str(f, "scheduler", s->scheduler_json ? s->scheduler_json : "{}")) {
+		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': attributes", file);
+		goto out;
+	}
+	if (write_group(f, "model", t, w, file, err))
+		goto out;
+	if (m) {
+		if ((g = group_create(f, "optimizer")) < 0 || attr_i64(g, "step", s->optimizer_step)) {
+			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group 'optimizer'", file);
+			goto out;
+		}
+		h5_close(&g);
+		if (write_group(f, "optimizer/exp_avg", t, m, file, err) ||
+		    write_group(f, "optimizer/exp_avg_sq", t, v, file, err))
+			goto out;
+	}
+	if ((sp = H5Screate_simple(1, &rng_len, NULL)) < 0 ||
+	    (d = H5Dcreate2(f, "rng", H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+	    (rng_len && H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->rng) < 0)) {
+		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': dataset 'rng'", file);
+		goto out;
+	}
+	rc = 0;
+out:
+	h5_close(&d);
+	h5_close(&sp);
+	h5_close(&g);
+	/* closing flushes: a full disk may only show here */
+	if (H5Fclose(f) < 0 && rc == 0)
+		rc = h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s'", file);
+	return rc;
+}
+
+/* ---- the latest markers ------------------------------------------------------------------ */
+
+/* Read a marker file: 1 with *iteration, 0 when it is not there, -1 on error. */
+static int read_marker(const char *path, int64_t *iteration, struct mt_err *err)
+{
+	char buf[64], *s, *e;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long long v;
+
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return mt_err_errno(err, MT_EXIT_IO, "cannot read '%s'", path);
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot read '%s'", path);
+	buf[n] = '\0';
+	for (s = buf; *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'; s++)
+		;
+	for (e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'); e--)
+		;
+	*e = '\0';
+	if (!strcmp(s, "release"))
+		return mt_err_set(err, MT_EXIT_DATA,
+				  "checkpoint marker '%s' names a Megatron-LM release checkpoint, which mt cannot read", path);
+	errno = 0;
+	v = strtoll(s, &e, 10);
+	if (!*s || *e || errno || v < 0 || n == (ssize_t)sizeof(buf) - 1)
+		return mt_err_set(err, MT_EXIT_DATA, "checkpoint marker '%s' does not hold an iteration number", path);
+	*iteration = v;
+	return 1;
+}
+
+int mt_ckpt_latest(const char *dir, int64_t *iteration, struct mt_err *err)
+{
+	char p[PATH_CAP];
+	int rc;
+
+	*iteration = -1;
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, MT_CKPT_LATEST) >= sizeof(p))
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
+	if ((rc = read_marker(p, iteration, err)) != 0)
+		return rc < 0 ? -1 : 0;
+	snprintf(p, sizeof(p), "%s/%s", dir, MT_CKPT_MEGATRON_TRACKER);
+	return read_marker(p, iteration, err) < 0 ? -1 : 0;
+}
+
+/* Megatron's tracker first, then DIR/latest, the commit point of a save: a crash between
+ * the two leaves `latest` at the previous checkpoint, and both name complete ones. */
+static int write_markers(const char *dir, int64_t iteration, struct mt_err *err)
+{
+	char p[PATH_CAP], text[32];
+	int n;
+
+	n = snprintf(text, sizeof(text), "%lld\n", (long long)iteration);
+	/* Megatron writes str(iteration), no newline */
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, MT_CKPT_MEGATRON_TRACKER) >= sizeof(p))
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
+	if (mt_atomic_write_file(p, text, (size_t)n - 1, err))
+		return -1;
+	snprintf(p, sizeof(p), "%s/%s", dir, MT_CKPT_LATEST);
+	return mt_atomic_write_file(p, text, (size_t)n, err);
+}
+
+/* ---- keep-last and leftovers -------------------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int is_pid(const char *s)
+{
+	return *s && strspn(s, "0123456789") == strlen(s);
+}
+
+/* name is "<base>.tmp.<pid>": the pointer past base, else NULL. */
+static const char *tmp_suffix(const char *name, const char *base)
+{
+	size_t n = strlen(base);
+
+	return !strncmp(name, base, n) && !strncmp(name + n, ".tmp.", 5) && is_pid(name + n + 5) ? name + n : NULL;
+}
+
+/* After saving iteration `saved`: remove what killed saves left (iter_N.tmp.<pid> and
+ * iter_N.old.<pid> of iterations up to `saved`, the markers' temporaries), and with
+ * keep_last > 0, the complete iteration directories older than `saved` beyond the newest
+ * keep_last - 1 of them. */
+static int prune(const char *dir, int64_t saved, int keep_last, struct mt_err *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int64_t *old = NULL, it;
+	size_t n = 0, cap = 0;
+	char p[PATH_CAP];
+	int rc = 0;
+
+	if (!d)
+		return mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot list '%s'", dir);
+	while ((e = readdir(d))) {
+		const char *rest = parse_iter_name(e->d_name, &it);
+		const char *tail;
+
+		if (!rest) {
+			/* a marker's temporary left by a killed save (atomic.c names them) */
+			if (!(tail = tmp_suffix(e->d_name, MT_CKPT_LATEST)) &&
+			    !(tail = tmp_suffix(e->d_name, MT_CKPT_MEGATRON_TRACKER)))
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			if (unlink(p) != 0 && errno != ENOENT && !rc)
+				rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot remove the leftover '%s'", p);
+			continue;
+		}
+		if (it > saved)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (*rest == '\0') {
+			if (it == saved || keep_last <= 0 || !is_dir(p))
+				continue;
+			if (n == cap) {
+				int64_t *nv = realloc(old, (cap = cap ? 2 * cap : 16) * sizeof(*nv));
+				if (!nv) {
+					rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+					break;
+				}
+				old = nv;
+			}
+			old[n++] = it;
+			continue;
+		}
+		if (!tmp_suffix(rest, "") && !(strncmp(rest, ".old.", 5) == 0 && is_pid(rest + 5)))
+			continue;
+		if (rm_tree(p) && !rc)
+			rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot remove the leftover '%s'", p);
+	}
+	closedir(d);
+	if (rc) {
+		free(old);
+		return -1;
+	}
+	if (n)
+		qsort(old, n, sizeof(*old), cmp_i64);
+	/* the new one counts as one of keep_last; delete the oldest first */
+	for (size_t i = 0; keep_last > 0 && i + (size_t)(keep_last - 1) < n; i++) {
+		mt_ckpt_iter_dir(p, sizeof(p), dir, old[i], NULL);
+		if (rm_tree(p) && !rc)
+			rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot remove the old '%s' (keep-last)", p);
+	}
+	free(old);
+	return rc;
+}
+
+/* ---- save ----------------------------------------------------------------------------------- */
+
+int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weights,
+		 const float *exp_avg, const float *exp_avg_sq, const struct mt_ckpt_state *s,
+		 int keep_last, struct mt_err *err)
+{
+	char final[PATH_CAP], tmp[PATH_CAP], file[PATH_CAP];
+	const struct mt_param **index;
+
+	if (!dir || !*dir || !weights || !s)
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_save without a directory, weights or state");
+	if (!exp_avg != !exp_avg_sq)
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_save needs both AdamW moments or neither");
+	if (!s->config_json)
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_save without a model config");
+	if (s->rng_size && !s->rng)
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_save with an rng size but no rng state");
+	if (mt_ckpt_iter_dir(final, sizeof(final), dir, s->iteration, err))
+		return -1;
+	if (!(index = table_index(t, err)))
+		return -1;
+	free(index);
+	if (check_finite(t, weights, "weight", final, err) ||
+	    (exp_avg && (check_finite(t, exp_avg, "exp_avg", final, err) ||
+			 check_finite(t, exp_avg_sq, "exp_avg_sq", final, err))))
+		return -1;
+	h5_quiet();
+	if (mkdir_p(dir, err))
+		return -1;
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", final, (long)getpid()) >= sizeof(tmp) ||
+	    mt_ckpt_file_path(file, sizeof(file), tmp, 0, 1, err))
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
+	if (rm_tree(tmp))
+		return mt_err_errno(err, MT_EXIT_IO, "cannot remove the leftover '%s'", tmp);
+	if (mkdir(tmp, 0777) != 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", tmp);
+	if (write_h5(file, t, weights, exp_avg, exp_avg_sq, s, err))
+		goto fail;
+	if (fsync_path(file, 0) || fsync_path(tmp, 1)) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
+		goto fail;
+	}
+	if (install_dir(tmp, final, err))
+		goto fail;
+	if (fsync_path(dir, 1))
+		return mt_err_errno(err, MT_EXIT_IO, "cannot sync directory '%s'", dir);
+	if (write_markers(dir, s->iteration, err))
+		return mt_err_prefix(err, "checkpoint '%s' written but not marked latest", final);
+	return prune(dir, s->iteration, keep_last, err);
+fail:
+	rm_tree(tmp);
+	return -1;
+}
+
+/* ---- reading -------------------------------------------------------------------------------- */
+
+/* Open the checkpoint file read-only and check that it is an mt checkpoint this version
+ * reads. file gets its path (for messages). */
+static hid_t open_ckpt(const char *iterdir, char *file, size_t n, struct mt_err *err)
+{
+	hid_t fapl, f, a = -1, ty = -1, mt = -1;
+	int64_t version = 0;
+	char *fmt = NULL;
+	int fd, ok = 0;
+
+	h5_quiet();
+	if (model_file(iterdir, file, n, err))
+		return -1;
+	if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
+		if (errno == ENOENT && is_dir(iterdir))
+			mt_err_set(err, MT_EXIT_IO,
+				   "cannot open checkpoint '%s': no model.h5 there (a Megatron-LM torch checkpoint cannot be read)",
+				   iterdir);
+		else
+			mt_err_errno(err, MT_EXIT_IO, "cannot open checkpoint '%s'", file);
+		return -1;
+	}
+	close(fd);
+	if ((fapl = h5_fapl()) < 0)
+		return h5_fail(err, MT_EXIT_IO, "cannot open checkpoint '%s'", file);
+	f = H5Fopen(file, H5F_ACC_RDONLY, fapl);
+	h5_close(&fapl);
+	if (f < 0)
+		return h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s'", file);
+	if (H5Aexists(f, "format") > 0 && (a = H5Aopen(f, "format", H5P_DEFAULT)) >= 0 &&
+	    (ty = H5Aget_type(a)) >= 0 && H5Tget_class(ty) == H5T_STRING && H5Tis_variable_str(ty) > 0 &&
+	    (mt = vlen_string_type(H5Tget_cset(ty))) >= 0 && H5Aread(a, mt, &fmt) >= 0 && fmt &&
+	    !strcmp(fmt, MT_CKPT_FORMAT))
+		ok = 1;
+	if (fmt)
+		H5free_memory(fmt);
+	h5_close(&mt);
+	h5_close(&ty);
+	h5_close(&a);
+	h5_clear();
+	if (!ok) {
+		H5Fclose(f);
+		return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': not an mt checkpoint (no format attribute '%s')",
+				  file, MT_CKPT_FORMAT);
+	}
+	if (H5Aexists(f, "format_version") <= 0 || (a = H5Aopen(f, "format_version", H5P_DEFAULT)) < 0 ||
+	    H5Aread(a, H5T_NATIVE_INT64, &version) < 0) {
+		h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': no readable format_version attribute", file);
+		h5_close(&a);
+		H5Fclose(f);
+		return -1;
+	}
+	h5_close(&a);
+	if (version != MT_CKPT_FORMAT_VERSION) {
+		H5Fclose(f);
+		return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': format version %lld%s (this mt reads %d)",
+				  file, (long long)version, version > MT_CKPT_FORMAT_VERSION ? " is newer: upgrade mt" : " is unknown",
+				  MT_CKPT_FORMAT_VERSION);
+	}
+	return f;
+}
+
+static int read_i64(hid_t obj, const char *name, int64_t *v, const char *file, struct mt_err *err)
+{
+	hid_t a = -1, sp = -1;
+	int rc = -1;
+
+	if (H5Aexists(obj, name) <= 0) {
+		h5_clear();
+		return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute '%s' is missing", file, name);
+	}
+	if ((a = H5Aopen(obj, name, H5P_DEFAULT)) >= 0 && (sp = H5Aget_space(a)) >= 0 &&
+	    H5Sget_simple_extent_npoints(sp) == 1 && H5Aread(a, H5T_NATIVE_INT64, v) >= 0)
+		rc = 0;
+	h5_close(&sp);
+	h5_close(&a);
+	if (rc)
+		return h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute '%s' is not one integer", file, name);
+	return 0;
+}
+
+/* A string attribute (variable-length, as written, or fixed-length from other writers),
+ * malloc'ed. */
+static int read_str(hid_t obj, const char *name, char **out, const char *file, struct mt_err *err)
+{
+	hid_t a = -1, ty = -1, mt = -1, sp = -1;
+	char *s = NULL;
+	int rc = -1;
+
+	*out = NULL;
+	if (H5Aexists(obj, name) <= 0) {
+		h5_clear();
+		return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute '%s' is missing", file, name);
+	}
+	if ((a = H5Aopen(obj, name, H5P_DEFAULT)) < 0 || (ty = H5Aget_type(a)) < 0 || (sp = H5Aget_space(a)) < 0 ||
+	    H5Tget_class(ty) != H5T_STRING || H5Sget_simple_extent_npoints(sp) != 1)
+		goto out;
+	if (H5Tis_variable_str(ty) > 0) {
+		if ((mt = vlen_string_type(H5Tget_cset(ty))) >= 0 && H5Aread(a, mt, &s) >= 0) {
+			*out = strdup(s ? s : "");
+			rc = *out ? 0 : -2;
+		}
+		if (s)
+			H5free_memory(s);
+	} else {
+		size_t n = H5Tget_size(ty);
+		char *buf = n ? malloc(n + 1) : NULL;
+
+		if (buf && (mt = H5Tcopy(ty)) >= 0 && H5Aread(a, mt, buf) >= 0) {
+			buf[n] = '\0';
+			*out = buf;
+			rc = 0;
+		} else {
+			free(buf);
+		}
+	}
+out:
+	h5_close(&mt);
+	h5_close(&sp);
+	h5_close(&ty);
+	h5_close(&a);
+	if (rc == -2)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (rc)
+		return h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute '%s' is not a string", file, name);
+	return 0;
+}
+
+static int read_rng(hid_t f, struct mt_ckpt_loaded *st, const char *file, struct mt_err *err)
+{
+	hid_t d = -1, sp = -1, ty = -1;
+	hssize_t n;
+	int rc = -1;
+
+	if (H5Lexists(f, "rng", H5P_DEFAULT) <= 0) {
+		h5_clear();
+		return 0; /* none stored */
+	}
+	if ((d = H5Dopen2(f, "rng", H5P_DEFAULT)) >= 0 && (sp = H5Dget_space(d)) >= 0 && (ty = H5Dget_type(d)) >= 0 &&
+	    H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 1 && H5Sget_simple_extent_ndims(sp) == 1 &&
+	    (n = H5Sget_simple_extent_npoints(sp)) >= 0) {
+		if (n == 0) {
+			rc = 0;
+		} else if (!(st->rng = malloc((size_t)n))) {
+			rc = -2;
+		} else if (H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, st->rng) >= 0) {
+			st->rng_size = (size_t)n;
+			rc = 0;
+		}
+	}
+	h5_close(&ty);
+	h5_close(&sp);
+	h5_close(&d);
+	if (rc == -2)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (rc)
+		return h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': dataset 'rng' is not a byte array", file);
+	return 0;
+}
+
+void mt_ckpt_loaded_free(struct mt_ckpt_loaded *st)
+{
+	if (!st)
+		return;
+	free(st->config_json);
+	free(st->train_args_json);
+	free(st->scheduler_json);
+	free(st->rng);
+	memset(st, 0, sizeof(*st));
+}
+
+static int read_state_h5(hid_t f, const char *file, struct mt_ckpt_loaded *st, struct mt_err *err)
+{
+	memset(st, 0, sizeof(*st));
+	st->format_version = MT_CKPT_FORMAT_VERSION;
+	if (read_i64(f, "iteration", &st->iteration, file, err) ||
+	    read_i64(f, "consumed_train_samples", &st->consumed_train_samples, file, err) ||
+	    read_i64(f, "consumed_valid_samples", &st->consumed_valid_samples, file, err) ||
+	    read_str(f, "config", &st->config_json, file, err) ||
+	    read_str(f, "train_args", &st->train_args_json, file, err) ||
+	    read_str(f, "scheduler", &st->scheduler_json, file, err) || read_rng(f, st, file, err))
+		goto fail;
+	if (H5Lexists(f, "optimizer", H5P_DEFAULT) > 0) {
+		hid_t g = H5Gopen2(f, "optimizer", H5P_DEFAULT);
+		int rc = g < 0 ? h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': group 'optimizer'", file)
+			       : read_i64(g, "step", &st->optimizer_step, file, err);
+
+		h5_close(&g);
+		if (rc)
+			goto fail;
+		st->has_optimizer = 1;
+	}
+	h5_clear();
+	return 0;
+fail:
+	mt_ckpt_loaded_free(st);
+	return -1;
+}
+
+int mt_ckpt_read_state(const char *iterdir, struct mt_ckpt_loaded *st, struct mt_err *err)
+{
+	char file[PATH_CAP];
+	hid_t f;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if ((f = open_ckpt(iterdir, file, sizeof(file), err)) < 0)
+		return -1;
+	rc = read_state_h5(f, file, st, err);
+	H5Fclose(f);
+	return rc;
+}
+
+int mt_ckpt_resolve(const char *path, char *out, size_t n, int64_t *iteration, struct mt_err *err)
+{
+	char p[PATH_CAP];
+	struct stat st;
+	int64_t it = -1;
+
+	if (stat(path, &st) != 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot open checkpoint '%s'", path);
+	if (S_ISDIR(st.st_mode)) {
+		if (mt_ckpt_latest(path, &it, err))
+			return -1;
+		if (it >= 0) {
+			if (mt_ckpt_iter_dir(p, sizeof(p), path, it, err))
+				return -1;
+			if (!is_dir(p))
+				return mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s' names iteration %lld, but '%s' is missing",
+						  path, (long long)it, p);
+		} else {
+			if (mt_ckpt_file_path(p, sizeof(p), path, 0, 1, err))
+				return -1;
+			if (stat(p, &st) != 0)
+				return mt_err_set(err, MT_EXIT_IO,
+						  "no checkpoint in '%s': no '%s' marker, no %s and no model.h5", path,
+						  MT_CKPT_LATEST, MT_CKPT_MEGATRON_TRACKER);
+			snprintf(p, sizeof(p), "%s", path);
+			it = iteration_of_dir(path);
+		}
+	} else if (!strcmp(base_name(path), "model.h5")) {
+		size_t k = (size_t)(base_name(path) - path);
+
+		if (k >= sizeof(p))
+			return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", path);
+		if (k == 0)
+			snprintf(p, sizeof(p), ".");
+		else
+			snprintf(p, sizeof(p), "%.*s", (int)(k > 1 ? k - 1 : k), path);
+		it = iteration_of_dir(p);
+	} else {
+		snprintf(p, sizeof(p), "%s", path);
+	}
+	if (it < 0) { /* a name that does not say: ask the file */
+		char file[PATH_CAP];
+		hid_t f = open_ckpt(p, file, sizeof(file), err);
+
+		if (f < 0)
+			return -1;
+		if (read_i64(f, "iteration", &it, file, err)) {
+			H5Fclose(f);
+			return -1;
+		}
+		H5Fclose(f);
+	}
+	if (strlen(p) >= n)
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", p);
+	memcpy(out, p, strlen(p) + 1);
+	if (iteration)
+		*iteration = it;
+	return 0;
+}
+
+/* ---- load ------------------------------------------------------------------------------------ */
+
+struct names {
+	char **v;
+	size_t n, cap;
+};
+
+static void names_free(struct names *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static herr_t names_add(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+	struct names *l = data;
+
+	if (l->n == l->cap) {
+		char **nv = realloc(l->v, (l->cap = l->cap ? 2 * l->cap : 64) * sizeof(*nv));
+		if (!nv)
+			return -1;
+		l->v = nv;
+	}
+	if (!(l->v[l->n] = strdup(name)))
+		return -1;
+	l->n++;
+	return 0;
+}
+
+/* The links of a group in creation order where the writer tracked it, else by name. */
+static int list_links(hid_t g, struct names *l)
+{
+	hsize_t idx = 0;
+
+	memset(l, 0, sizeof(*l));
+	if (H5Literate(g, H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, names_add, l) >= 0)
+		return 0;
+	names_free(l);
+	h5_clear();
+	idx = 0;
+	if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, names_add, l) >= 0)
+		return 0;
+	names_free(l);
+	return -1;
+}
+
+/* Read the int64 array attribute name of d into v[nd]; 0 when absent, 1 when read. */
+static int read_i64v(hid_t d, const char *name, int nd, int64_t *v)
+{
+	hid_t a = -1, sp = -1;
+	int rc = -1;
+
+	if (H5Aexists(d, name) <= 0) {
+		h5_clear();
+		return 0;
+	}
+	if ((a = H5Aopen(d, name, H5P_DEFAULT)) >= 0 && (sp = H5Aget_space(a)) >= 0 &&
+	    H5Sget_simple_extent_npoints(sp) == nd && H5Aread(a, H5T_NATIVE_INT64, v) >= 0)
+		rc = 1;
+	h5_close(&sp);
+	h5_close(&a);
+	h5_clear();
+	return rc;
+}
+
+static int load_tensor(hid_t g, const char *gpath, const struct mt_param *p, float *dst, const char *file,
+		       struct mt_err *err)
+{
+	hid_t d = -1, sp = -1, ty = -1;
+	hsize_t dims[H5S_MAX_RANK];
+	int64_t have[H5S_MAX_RANK] = { 0 }, gshape[2] = { 0, 0 }, off[2] = { 0, 0 };
+	char a[128], b[128], c[128];
+	int nd, rc = -1, r;
+
+	if (H5Lexists(g, p->name, H5P_DEFAULT) <= 0) {
+		h5_clear();
+		return mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' is missing", file, gpath, p->name);
+	}
+	if ((d = H5Dopen2(g, p->name, H5P_DEFAULT)) < 0 || (sp = H5Dget_space(d)) < 0 || (ty = H5Dget_type(d)) < 0 ||
+	    (nd = H5Sget_simple_extent_ndims(sp)) < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
+		h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' is not a readable dataset", file, gpath, p->name);
+		goto out;
+	}
+	if (H5Tget_class(ty) != H5T_FLOAT) {
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' is not floating point", file, gpath, p->name);
+		goto out;
+	}
+	for (int i = 0; i < nd; i++)
+		have[i] = (int64_t)dims[i];
+	if (nd != p->ndim || have[0] != p->shape[0] || (nd == 2 && have[1] != p->shape[1])) {
+		fmt_shape(a, sizeof(a), nd, have);
+		fmt_shape(b, sizeof(b), p->ndim, p->shape);
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' has shape %s, the model expects %s", file,
+			   gpath, p->name, a, b);
+		goto out;
+	}
+	r = read_i64v(d, "global_shape", nd, gshape);
+	if (r > 0 && read_i64v(d, "offset", nd, off) < 0)
+		r = -1;
+	if (r < 0) {
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' has a bad global_shape or offset attribute",
+			   file, gpath, p->name);
+		goto out;
+	}
+	if (r > 0 && (gshape[0] != have[0] || (nd == 2 && gshape[1] != have[1]) || off[0] || (nd == 2 && off[1]))) {
+		fmt_shape(a, sizeof(a), nd, have);
+		fmt_shape(b, sizeof(b), nd, gshape);
+		fmt_shape(c, sizeof(c), nd, off);
+		mt_err_set(err, MT_EXIT_DATA,
+			   "checkpoint '%s': tensor '%s/%s' holds a %s slice at offset %s of a %s tensor (a sharded checkpoint: reshard it with mt-ckpt-reshard)",
+			   file, gpath, p->name, a, c, b);
+		goto out;
+	}
+	if (tensor_io(d, nd, dims, dst, 0)) {
+		h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read tensor '%s/%s'", file, gpath, p->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	h5_close(&ty);
+	h5_close(&sp);
+	h5_close(&d);
+	return rc;
+}
+
+static int load_group(hid_t f, const char *gpath, const struct mt_params *t, const struct mt_param **index,
+		      float *buf, unsigned flags, const char *file, struct mt_err *err)
+{
+	hid_t g;
+	struct names l;
+	int rc = 0;
+
+	if (H5Lexists(f, gpath, H5P_DEFAULT) <= 0 || (g = H5Gopen2(f, gpath, H5P_DEFAULT)) < 0) {
+		h5_clear();
+		if (strncmp(gpath, "optimizer", 9) == 0)
+			return mt_err_set(err, MT_EXIT_DATA,
+					  "checkpoint '%s' holds no optimizer state (group '%s'): load the weights only (--no-load-optim)",
+					  file, gpath);
+		return mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': group '%s' is missing", file, gpath);
+	}
+	for (int i = 0; i < t->n && !rc; i++)
+		rc = load_tensor(g, gpath, &t->p[i], buf + t->p[i].offset, file, err);
+	if (!rc && !(flags & MT_CKPT_ALLOW_EXTRA)) {
+		if (list_links(g, &l))
+			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '%s'", file, gpath);
+		for (size_t i = 0; !rc && i < l.n; i++)
+			if (!table_find(index, t->n, l.v[i]))
+				rc = mt_err_set(err, MT_EXIT_DATA,
+						"checkpoint '%s' holds tensor '%s/%s', which the model does not have (another architecture? compare the checkpoint's config)",
+						file, gpath, l.v[i]);
+		names_free(&l);
+	}
+	H5Gclose(g);
+	return rc;
+}
+
+int mt_ckpt_load(const char *iterdir, const struct mt_params *t, float *weights, float *exp_avg,
+		 float *exp_avg_sq, unsigned flags, struct mt_err *err)
+{
+	char file[PATH_CAP];
+	const struct mt_param **index;
+	hid_t f;
+	int rc;
+
+	if (!weights)
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_load without a weight buffer");
+	if (!(index = table_index(t, err)))
+		return -1;
+	if ((f = open_ckpt(iterdir, file, sizeof(file), err)) < 0) {
+		free(index);
+		return -1;
+	}
+	rc = load_group(f, "model", t, index, weights, flags, file, err);
+	if (!rc && exp_avg)
+		rc = load_group(f, "optimizer/exp_avg", t, index, exp_avg, flags, file, err);
+	if (!rc && exp_avg_sq)
+		rc = load_group(f, "optimizer/exp_avg_sq", t, index, exp_avg_sq, flags, file, err);
+	H5Fclose(f);
+	free(index);
+	return rc;
+}
+
+/* ---- inspect --------------------------------------------------------------------------------- */
+
+static const char *dtype_name(hid_t ty)
+{
+	size_t sz = H5Tget_size(ty);
+
+	switch (H5Tget_class(ty)) {
+	case H5T_FLOAT:
+		return sz == 2 ? "float16" : sz == 4 ? "float32" : sz == 8 ? "float64" : "float";
+	case H5T_INTEGER: {
+		int sign = H5Tget_sign(ty) == H5T_SGN_2;
+		return sz == 1 ? (sign ? "int8" : "uint8") : sz == 2 ? (sign ? "int16" : "uint16")
+		       : sz == 4 ? (sign ? "int32" : "uint32") : sz == 8 ? (sign ? "int64" : "uint64") : "int";
+	}
+	case H5T_STRING:
+		return "string";
+	default:
+		return "other";
+	}
+}
+
+/* One dataset's description: dtype, shape, and global_shape/offset where it has them. */
+struct dsinfo {
+	const char *dtype;
+	int nd, has_slice;
+	int64_t shape[H5S_MAX_RANK], gshape[H5S_MAX_RANK], off[H5S_MAX_RANK];
+};
+
+static int describe(hid_t d, struct dsinfo *x)
+{
+	hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
+	hsize_t dims[H5S_MAX_RANK];
+	int rc = -1;
+
+	memset(x, 0, sizeof(*x));
+	if (sp >= 0 && ty >= 0 && (x->nd = H5Sget_simple_extent_ndims(sp)) >= 0 &&
+	    H5Sget_simple_extent_dims(sp, dims, NULL) >= 0) {
+		x->dtype = dtype_name(ty);
+		for (int i = 0; i < x->nd; i++)
+			x->shape[i] = (int64_t)dims[i];
+		x->has_slice = read_i64v(d, "global_shape", x->nd, x->gshape) > 0 &&
+			       read_i64v(d, "offset", x->nd, x->off) > 0;
+		rc = 0;
+	}
+	h5_close(&ty);
+	h5_close(&sp);
+	return rc;
+}
+
+static json_t *json_i64v(int n, const int64_t *v)
+{
+	json_t *a = json_array();
+
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_integer(v[i]));
+	return a;
+}
+
+struct inspect {
+	FILE *out;
+	int json;
+	json_t *tensors;
+	const char *file;
+	struct mt_err *err;
+};
+
+/* Every dataset under group g (path prefix), depth first, in creation order. */
+static int inspect_group(hid_t g, const char *prefix, struct inspect *in)
+{
+	struct names l;
+	int rc = 0;
+
+	if (list_links(g, &l))
+		return h5_fail(in->err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '/%s'", in->file, prefix);
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		char path[PATH_CAP];
+		hid_t o = H5Oopen(g, l.v[i], H5P_DEFAULT);
+		struct dsinfo x;
+
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", l.v[i]);
+		if (o < 0) {
+			rc = h5_fail(in->err, MT_EXIT_DATA, "checkpoint '%s': cannot open '/%s'", in->file, path);
+		} else if (H5Iget_type(o) == H5I_GROUP) {
+			rc = inspect_group(o, path, in);
+		} else if (H5Iget_type(o) == H5I_DATASET) {
+			if (describe(o, &x)) {
+				rc = h5_fail(in->err, MT_EXIT_DATA, "checkpoint '%s': cannot describe '/%s'", in->file, path);
+			} else if (in->json) {
+				json_t *t = json_object();
+				json_object_set_new(t, "name", json_string(path));
+				json_object_set_new(t, "dtype", json_string(x.dtype));
+				json_object_set_new(t, "shape", json_i64v(x.nd, x.shape));
+				if (x.has_slice) {
+					json_object_set_new(t, "global_shape", json_i64v(x.nd, x.gshape));
+					json_object_set_new(t, "offset", json_i64v(x.nd, x.off));
+				}
+				json_array_append_new(in->tensors, t);
+			} else {
+				char a[256], b[256], c[256];
+				fmt_shape(a, sizeof(a), x.nd, x.shape);
+				fmt_shape(b, sizeof(b), x.nd, x.gshape);
+				fmt_shape(c, sizeof(c), x.nd, x.off);
+				if (x.has_slice)
+					fprintf(in->out, "tensor\t%s\t%s\t%s\tglobal %s\toffset %s\n", path, x.dtype, a, b, c);
+				else
+					fprintf(in->out, "tensor\t%s\t%s\t%s\n", path, x.dtype, a);
+			}
+		}
+		h5_close(&o);
+	}
+	names_free(&l);
+	return rc;
+}
+
+/* A stored text on one line, exactly as stored otherwise: each run of white space that
+ * holds a line break or a tab becomes one space (JSON strings hold neither raw).
+ * malloc'ed. */
+static char *one_line(const char *s)
+{
+	char *r = malloc(strlen(s) + 1), *o = r;
+
+	if (!r)
+		return NULL;
+	while (*s) {
+		if (*s == '\n' || *s == '\r' || *s == '\t') {
+			while (*s == '\n' || *s == '\r' || *s == '\t' || *s == ' ')
+				s++;
+			*o++ = ' ';
+		} else {
+			*o++ = *s++;
+		}
+	}
+	*o = '\0';
+	return r;
+}
+
+/* The JSON value of a stored JSON text, or the text as a string when it does not parse. */
+static json_t *json_text(const char *s)
+{
+	json_t *v = json_loads(s, JSON_DECODE_ANY, NULL);
+
+	return v ? v : json_string(s);
+}
+
+int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err)
+{
+	char file[PATH_CAP];
+	struct mt_ckpt_loaded st;
+	struct inspect in = { out, json, NULL, file, err };
+	json_t *o = NULL;
+	hid_t f;
+	int rc;
+
+	if ((f = open_ckpt(iterdir, file, sizeof(file), err)) < 0)
+		return -1;
+	if (read_state_h5(f, file, &st, err)) {
+		H5Fclose(f);
+		return -1;
+	}
+	if (json) {
+		o = json_object();
+		in.tensors = json_array();
+		json_object_set_new(o, "file", json_string(file));
+		json_object_set_new(o, "format", json_string(MT_CKPT_FORMAT));
+		json_object_set_new(o, "format_version", json_integer(st.format_version));
+		json_object_set_new(o, "iteration", json_integer(st.iteration));
+		json_object_set_new(o, "consumed_train_samples", json_integer(st.consumed_train_samples));
+		json_object_set_new(o, "consumed_valid_samples", json_integer(st.consumed_valid_samples));
+		json_object_set_new(o, "optimizer_step", st.has_optimizer ? json_integer(st.optimizer_step) : json_null());
+		json_object_set_new(o, "rng_bytes", json_integer((json_int_t)st.rng_size));
+		json_object_set_new(o, "config", json_text(st.config_json));
+		json_object_set_new(o, "train_args", json_text(st.train_args_json));
+		json_object_set_new(o, "scheduler", json_text(st.scheduler_json));
+	} else {
+		char *c = one_line(st.config_json), *a = one_line(st.train_args_json), *s = one_line(st.scheduler_json);
+
+		fprintf(out, "file\t%s\nformat\t%s\nformat_version\t%lld\niteration\t%lld\n", file, MT_CKPT_FORMAT,
+			(long long)st.format_version, (long long)st.iteration);
+		fprintf(out, "consumed_train_samples\t%lld\nconsumed_valid_samples\t%lld\n",
+			(long long)st.consumed_train_samples, (long long)st.consumed_valid_samples);
+		if (st.has_optimizer)
+			fprintf(out, "optimizer_step\t%lld\n", (long long)st.optimizer_step);
+		else
+			fprintf(out, "optimizer_step\tnone\n");
+		fprintf(out, "rng_bytes\t%zu\nconfig\t%s\ntrain_args\t%s\nscheduler\t%s\n", st.rng_size, c ? c : "",
+			a ? a : "", s ? s : "");
+		free(c);
+		free(a);
+		free(s);
+	}
+	rc = inspect_group(f, "", &in);
+	H5Fclose(f);
+	mt_ckpt_loaded_free(&st);
+	if (json) {
+		if (!rc) {
+			json_object_set_new(o, "tensors", in.tensors);
+			in.tensors = NULL;
+			if (json_dumpf(o, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) < 0 ||
+			    fputc('\n', out) == EOF)
+				rc = mt_err_errno(err, MT_EXIT_IO, "cannot write the description of '%s'", file);
+		}
+		json_decref(in.tensors);
+		json_decref(o);
+	}
+	if (!rc && ferror(out))
+		rc = mt_err_errno(err, MT_EXIT_IO, "cannot write the description of '%s'", file);
+	return rc;
+}

@@ -1,0 +1,140 @@
+/* ckpt.h: training checkpoints in HDF5, one directory per iteration.
+ *
+ * A checkpoint stores logical tensors (DESIGN "Checkpoints store logical tensors"):
+ * one float32 dataset per parameter of the table (params.h), named by its logical name,
+ * with its global shape and the slice the file holds, the AdamW moments beside them, and
+ * what resuming needs besides tensors: iteration, consumed samples, the optimizer step,
+ * the model config JSON, the training arguments, the LR scheduler and the RNG state (the
+ * last three opaque to this module). Layout on disk (docs/formats.md "Checkpoints"):
+ *
+ *   DIR/iter_0000500/model.h5             the checkpoint of iteration 500
+ *   DIR/latest                            "500\n": the newest complete checkpoint
+ *   DIR/latest_checkpointed_iteration.txt "500": the same, for Megatron-LM users' scripts
+ *
+ * Saving is atomic: the iteration directory is written under a temporary name, fsynced
+ * and renamed, and only then does `latest` move; a crash at any point leaves the previous
+ * `latest` complete and loadable. Loading checks every tensor against the table.
+ *
+ * This module knows neither the model's arithmetic nor how the opaque JSON texts are
+ * built (config.c, the trainer); it reads only p, n and total of a struct mt_params. It
+ * writes one file holding whole tensors (tensor-parallel shards and their reassembly are
+ * for mt-ckpt-reshard and later versions: the file name comes from mt_ckpt_file_path and
+ * every dataset already carries global_shape and offset). HDF5's serial library is not
+ * thread-safe: call these from one thread at a time. They replace HDF5's automatic error
+ * printing, process-wide, with a handler that keeps the reason for the messages below
+ * and prints nothing. Errors: MT_EXIT_DATA for a corrupt, foreign or incompatible
+ * checkpoint (naming the file and the tensor), MT_EXIT_IO for the environment (missing
+ * files, permissions, a full disk), MT_EXIT_USAGE for a caller's mistake. */
+#ifndef MT_CKPT_H
+#define MT_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "params.h"
+
+#define MT_CKPT_FORMAT "mt-checkpoint"
+#define MT_CKPT_FORMAT_VERSION 1
+#define MT_CKPT_LATEST "latest"
+#define MT_CKPT_MEGATRON_TRACKER "latest_checkpointed_iteration.txt"
+
+/* What a checkpoint holds besides the tensors, as the trainer gives it to mt_ckpt_save.
+ * config_json is required (mt_config_to_json); train_args_json and scheduler_json are
+ * opaque JSON texts (NULL stores "{}"); rng is an opaque blob of rng_size bytes (NULL
+ * with 0 for none). */
+struct mt_ckpt_state {
+	int64_t iteration;              /* >= 0; names the directory */
+	int64_t consumed_train_samples;
+	int64_t consumed_valid_samples;
+	int64_t optimizer_step;         /* AdamW's step count; stored only with the moments */
+	const char *config_json;
+	const char *train_args_json;    /* lr schedule, batch sizes, data paths, seed, skipped steps... */
+	const char *scheduler_json;
+	const void *rng;
+	size_t rng_size;
+};
+
+/* The same, read back by mt_ckpt_read_state; free with mt_ckpt_loaded_free. */
+struct mt_ckpt_loaded {
+	int64_t format_version;
+	int64_t iteration;
+	int64_t consumed_train_samples;
+	int64_t consumed_valid_samples;
+	int has_optimizer;              /* /optimizer is there: mt_ckpt_load can fill the moments */
+	int64_t optimizer_step;         /* 0 without optimizer state */
+	char *config_json;              /* never NULL after a successful read */
+	char *train_args_json;
+	char *scheduler_json;
+	void *rng;                      /* NULL when rng_size is 0 */
+	size_t rng_size;
+};
+void mt_ckpt_loaded_free(struct mt_ckpt_loaded *st);
+
+/* "DIR/iter_0000500" (Megatron's 7-digit iteration; more digits past 9999999).
+ * -1 when it does not fit in n bytes. */
+int mt_ckpt_iter_dir(char *out, size_t n, const char *dir, int64_t iteration, struct mt_err *err);
+/* The file of shard `shard` of `nshards` inside an iteration directory: "ITERDIR/model.h5"
+ * when nshards is 1 (the only layout written and read today); room is kept for
+ * "model-00001-of-00008.h5" (1-based, as Hugging Face names shards). */
+int mt_ckpt_file_path(char *out, size_t n, const char *iterdir, int shard, int nshards,
+		      struct mt_err *err);
+
+/* Save a checkpoint of iteration s->iteration into DIR (created, with its parents, when
+ * missing). weights, and the AdamW moments exp_avg and exp_avg_sq when both are given
+ * (both NULL: weights only), are flat buffers of t->total floats laid out by the table.
+ * Refuses (MT_EXIT_DATA, naming the buffer, tensor and index) when any value is NaN or
+ * infinite: a diverged run never overwrites good checkpoints.
+ * Protocol: write DIR/iter_N.tmp.<pid>/model.h5, fsync file and directory, rename the
+ * directory to DIR/iter_N (an existing DIR/iter_N is swapped out atomically and then
+ * removed), fsync DIR, then write DIR/latest and DIR/latest_checkpointed_iteration.txt
+ * atomically (atomic.h). Then temporaries left by killed saves of iterations up to N are
+ * removed, and when keep_last > 0, complete iteration directories older than N beyond the
+ * newest keep_last (the new one included) are deleted, oldest first; directories of
+ * iterations above N (a run that was rolled back) are never touched. Should removing an
+ * old one fail, -1 says so, but the new checkpoint is complete and `latest` names it. */
+int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weights,
+		 const float *exp_avg, const float *exp_avg_sq, const struct mt_ckpt_state *s,
+		 int keep_last, struct mt_err *err);
+
+/* The iteration DIR/latest names, else DIR/latest_checkpointed_iteration.txt (Megatron's);
+ * *iteration = -1 when DIR does not exist or holds neither (nothing to resume: start
+ * fresh). -1 for an unreadable or garbled marker. */
+int mt_ckpt_latest(const char *dir, int64_t *iteration, struct mt_err *err);
+
+/* Resolve what to load from a user's path: a checkpoint directory DIR (following its
+ * latest marker as above), an iteration directory DIR/iter_N, or an .h5 file. out gets
+ * the iteration directory (the file itself for an .h5 file not named model.h5).
+ * iteration (may be NULL) gets N: from the marker, from the directory's name, else from
+ * the file's iteration attribute. The readers below take any of these forms too (a
+ * checkpoint directory meaning the iteration its marker names at that moment): resolve
+ * once when several calls must see the same iteration while a trainer may be saving. */
+int mt_ckpt_resolve(const char *path, char *out, size_t n, int64_t *iteration, struct mt_err *err);
+
+/* Read the state without the tensors (mt-eval and mt-generate build the model from
+ * config_json). Checks the format name and version. */
+int mt_ckpt_read_state(const char *iterdir, struct mt_ckpt_loaded *st, struct mt_err *err);
+
+/* Load tensors into flat buffers of t->total floats laid out by the table. Every
+ * parameter of the table must be in the file with its global shape, whole (the error
+ * names the tensor and both shapes); a tensor in the file that the table lacks is an
+ * error too unless flags has MT_CKPT_ALLOW_EXTRA. exp_avg and exp_avg_sq may be NULL
+ * (not read: Megatron's --no-load-optim); asking for them from a checkpoint without
+ * optimizer state is an error (mt_ckpt_read_state's has_optimizer tells beforehand).
+ * Stored floats of another width are converted. */
+#define MT_CKPT_ALLOW_EXTRA 1u
+int mt_ckpt_load(const char *iterdir, const struct mt_params *t, float *weights, float *exp_avg,
+		 float *exp_avg_sq, unsigned flags, struct mt_err *err);
+
+/* Describe a checkpoint (mt-ckpt-reshard inspect). Text: one "key<TAB>value" line per
+ * attribute (file, format, format_version, iteration, consumed_train_samples,
+ * consumed_valid_samples, optimizer_step or "none", rng_bytes, then config, train_args
+ * and scheduler with their line breaks folded into spaces), then one line per dataset in
+ * creation order: "tensor<TAB>model/NAME<TAB>float32<TAB>[r, c]<TAB>global [r, c]<TAB>
+ * offset [0, 0]" (the last two only where the dataset has them). JSON: one object with
+ * the same keys, the JSON texts as JSON values, and "tensors": [{name, dtype, shape,
+ * global_shape, offset}]. */
+int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err);
+
+#endif

@@ -1,0 +1,312 @@
+/* train.c: the CPU training loop (see train.h). */
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "gpt.h"
+#include "log.h"
+#include "params.h"
+#include "progress.h"
+
+volatile sig_atomic_t mt_train_stop_requested;
+
+struct trainer {
+	const struct mt_train_args *a;
+	struct mt_params t;
+	float *w, *g, *m, *v;
+	struct mt_gpt_acts acts;
+	struct mt_sched sched;
+	struct mt_adamw adam;
+	struct mt_plan plan;
+	int have_plan;
+	int32_t *buf, *tok, *tgt;
+	int64_t consumed_train, consumed_valid, iteration;
+	FILE *json;
+};
+
+/* splitmix64, for mock tokens: a function of (seed, sample, position) only */
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+/* Fill tokens/targets of one micro-batch from samples [first, first + mbs) of a split. */
+static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *err)
+{
+	const struct mt_train_args *a = tr->a;
+	int64_t L = a->cfg.seq_length, mbs = a->micro_batch_size;
+
+	for (int64_t b = 0; b < mbs; b++) {
+		int32_t *s = tr->buf;
+		if (a->mock_data) {
+			for (int64_t j = 0; j <= L; j++)
+				s[j] = (int32_t)(mix(a->seed ^ mix((uint64_t)(first + b) * 2 + (uint64_t)split) ^ (uint64_t)j) %
+						 (uint64_t)a->cfg.vocab_size);
+		} else if (mt_plan_sample(&tr->plan, split, first + b, s, err)) {
+			return -1;
+		}
+		for (int64_t j = 0; j < L; j++) {
+			/* Megatron: the loss mask is 0 where the label is padding; pad ids become 0 */
+			tr->tok[b * L + j] = s[j] < 0 ? 0 : s[j];
+			tr->tgt[b * L + j] = s[j + 1];
+			if (s[j] >= a->cfg.vocab_size || s[j + 1] >= a->cfg.vocab_size)
+				return mt_err_set(err, MT_EXIT_DATA, "token id %d is not below the vocabulary size %lld",
+						  s[j] >= a->cfg.vocab_size ? s[j] : s[j + 1], (long long)a->cfg.vocab_size);
+		}
+	}
+	return 0;
+}
+
+static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
+{
+	const struct mt_train_args *a = tr->a;
+	double sum = 0;
+	int64_t n = 0, micro = a->global_batch_size / a->micro_batch_size;
+
+	if (!a->mock_data && !tr->plan.split[MT_SPLIT_VALID].present)
+		return 1; /* nothing to evaluate on */
+	for (int64_t it = 0; it < a->eval_iters; it++)
+		for (int64_t k = 0; k < micro; k++) {
+			int64_t cnt;
+			double l;
+			if (fetch(tr, MT_SPLIT_VALID, tr->consumed_valid, err))
+				return -1;
+			tr->consumed_valid += a->micro_batch_size;
+			l = mt_gpt_forward_f32(&a->cfg, &tr->t, tr->w, tr->tok, tr->tgt, &tr->acts, &cnt);
+			if (cnt) {
+				sum += l;
+				n++;
+			}
+		}
+	*loss = n ? sum / (double)n : NAN;
+	return 0;
+}
+
+static char *state_json(struct trainer *tr) { return mt_sched_to_json(&tr->sched); }
+
+static int save(struct trainer *tr, struct mt_err *err)
+{
+	const struct mt_train_args *a = tr->a;
+	char *cfg = mt_config_to_json(&a->cfg), *sch = state_json(tr);
+	struct mt_ckpt_state s = { tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, cfg,
+				   a->train_args_json ? a->train_args_json : "{}", sch, NULL, 0 };
+	int rc = mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
+
+	free(cfg);
+	free(sch);
+	if (rc == 0 && !a->quiet)
+		mt_info("saved checkpoint at iteration %lld to %s", (long long)tr->iteration, a->save);
+	return rc;
+}
+
+static int load(struct trainer *tr, struct mt_err *err)
+{
+	char dir[4096];
+	int64_t it;
+	struct mt_ckpt_loaded st;
+	struct mt_config c;
+
+	if (mt_ckpt_resolve(tr->a->load, dir, sizeof(dir), &it, err))
+		return -1;
+	if (mt_ckpt_read_state(dir, &st, err))
+		return -1;
+	if (mt_config_from_json(&c, st.config_json, err)) {
+		mt_ckpt_loaded_free(&st);
+		return mt_err_prefix(err, "checkpoint '%s'", dir);
+	}
+	if (c.num_layers != tr->a->cfg.num_layers || c.hidden_size != tr->a->cfg.hidden_size ||
+	    c.padded_vocab_size != tr->a->cfg.padded_vocab_size) {
+		mt_ckpt_loaded_free(&st);
+		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
+				  dir, c.num_layers, c.hidden_size, (long long)c.padded_vocab_size);
+	}
+	if (mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err)) {
+		mt_ckpt_loaded_free(&st);
+		return -1;
+	}
+	tr->iteration = st.iteration;
+	tr->consumed_train = st.consumed_train_samples;
+	tr->consumed_valid = st.consumed_valid_samples;
+	tr->adam.step = st.optimizer_step;
+	if (st.scheduler_json && mt_sched_from_json(&tr->sched, st.scheduler_json, err)) {
+		mt_ckpt_loaded_free(&st);
+		return -1;
+	}
+	mt_ckpt_loaded_free(&st);
+	if (!tr->a->quiet)
+		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed)", dir, (long long)tr->iteration,
+			(long long)tr->consumed_train);
+	return 0;
+}
+
+static void log_line(struct trainer *tr, double loss, double lr, double gnorm, double tps, double elapsed,
+		     int64_t skipped, double valid)
+{
+	const struct mt_train_args *a = tr->a;
+
+	if (!a->quiet)
+		mt_info("iteration %lld/%lld | loss %.6f | lr %.4e | grad norm %.4f | %.0f tokens/s | elapsed %.1f s | skipped %lld",
+			(long long)tr->iteration, (long long)a->train_iters, loss, lr, gnorm, tps, elapsed, (long long)skipped);
+	if (tr->json) {
+		fprintf(tr->json,
+			"{\"iteration\": %lld, \"consumed_samples\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+			"\"tokens_per_second\": %.6g, \"elapsed\": %.6g, \"skipped\": %lld",
+			(long long)tr->iteration, (long long)tr->consumed_train, loss, lr, gnorm, tps, elapsed, (long long)skipped);
+		if (!isnan(valid))
+			fprintf(tr->json, ", \"valid_loss\": %.9g, \"valid_ppl\": %.9g", valid, exp(valid));
+		fprintf(tr->json, "}\n");
+		fflush(tr->json);
+	}
+}
+
+int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struct mt_err *err)
+{
+	struct trainer tr;
+	int64_t L = a->cfg.seq_length, micro, skipped_row = 0, skipped = 0, tokens_since = 0;
+	double t0 = mt_now(), tlog = t0, loss_acc = 0, gnorm = 0, lr = 0;
+	int64_t loss_n = 0;
+	int rc = -1;
+
+	memset(&tr, 0, sizeof(tr));
+	memset(r, 0, sizeof(*r));
+	tr.a = a;
+	if (a->micro_batch_size <= 0 || a->global_batch_size % a->micro_batch_size)
+		return mt_err_set(err, MT_EXIT_USAGE, "--global-batch-size %lld must be a multiple of --micro-batch-size %lld",
+				  (long long)a->global_batch_size, (long long)a->micro_batch_size);
+	micro = a->global_batch_size / a->micro_batch_size;
+	if (mt_params_build(&tr.t, &a->cfg, err))
+		return -1;
+	tr.w = malloc((size_t)tr.t.total * sizeof(float));
+	tr.g = calloc((size_t)tr.t.total, sizeof(float));
+	tr.m = calloc((size_t)tr.t.total, sizeof(float));
+	tr.v = calloc((size_t)tr.t.total, sizeof(float));
+	tr.buf = malloc((size_t)(L + 1) * sizeof(int32_t));
+	tr.tok = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
+	tr.tgt = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
+	if (!tr.w || !tr.g || !tr.m || !tr.v || !tr.buf || !tr.tok || !tr.tgt) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)tr.t.total);
+		goto out;
+	}
+	if (mt_gpt_acts_alloc(&tr.acts, &a->cfg, (int)a->micro_batch_size, (int)L, 0, err))
+		goto out;
+	if (!a->quiet)
+		mt_info("model: %lld parameters (%.1f MB of weights, %.1f MB with gradients and AdamW state), "
+			"activations %.1f MB for a micro-batch of %lld x %lld",
+			(long long)tr.t.total, tr.t.total * 4 / 1e6, tr.t.total * 16 / 1e6, tr.acts.bytes / 1e6,
+			(long long)a->micro_batch_size, (long long)L);
+	mt_params_init(&tr.t, tr.w, a->seed);
+	tr.adam = a->adam;
+	if (mt_sched_init_iters(&tr.sched, &a->sched, err))
+		goto out;
+	if (!a->mock_data) {
+		if (mt_plan_make(a->data, MT_PLAN_WRITE | MT_PLAN_KEEP, &tr.plan, err))
+			goto out;
+		tr.have_plan = 1;
+		if (!tr.plan.split[MT_SPLIT_TRAIN].present) {
+			mt_err_set(err, MT_EXIT_DATA, "the data path gives the train split no samples");
+			goto out;
+		}
+	}
+	if (a->load && load(&tr, err))
+		goto out;
+	if (a->log_json) {
+		tr.json = fopen(a->log_json, "a");
+		if (!tr.json) {
+			mt_err_errno(err, MT_EXIT_IO, "cannot open '%s'", a->log_json);
+			goto out;
+		}
+	}
+	while (tr.iteration < a->train_iters) {
+		double loss = 0;
+		int bad = 0;
+
+		memset(tr.g, 0, (size_t)tr.t.total * sizeof(float));
+		for (int64_t k = 0; k < micro; k++) {
+			if (fetch(&tr, MT_SPLIT_TRAIN, tr.consumed_train + k * a->micro_batch_size, err))
+				goto out;
+			loss += mt_gpt_forward_f32(&a->cfg, &tr.t, tr.w, tr.tok, tr.tgt, &tr.acts, NULL) / (double)micro;
+			mt_gpt_backward_f32(&a->cfg, &tr.t, tr.w, tr.tok, tr.tgt, &tr.acts, tr.g);
+		}
+		mt_grad_scale(&tr.t, tr.g, 1.0f / (float)micro);
+		tr.consumed_train += a->global_batch_size;
+		tr.iteration++;
+		tokens_since += a->global_batch_size * L;
+		lr = mt_sched_lr(&tr.sched);
+		if (!isfinite(loss) || mt_grad_nonfinite(&tr.t, tr.g)) {
+			bad = 1;
+			skipped++;
+			if (++skipped_row > a->max_skipped_steps) {
+				mt_err_set(err, MT_EXIT_DATA, "%lld steps in a row had a non-finite loss or gradient (iteration %lld): stopping",
+					   (long long)skipped_row, (long long)tr.iteration);
+				goto out;
+			}
+		} else {
+			skipped_row = 0;
+			gnorm = a->clip_grad > 0 ? mt_grad_clip(&tr.t, tr.g, a->clip_grad) : mt_grad_norm(&tr.t, tr.g);
+			tr.adam.weight_decay = mt_sched_wd(&tr.sched);
+			mt_adamw_step(&tr.adam, &tr.t, tr.w, tr.g, tr.m, tr.v, lr);
+			loss_acc += loss;
+			loss_n++;
+		}
+		mt_sched_step(&tr.sched, a->global_batch_size);
+		r->last_loss = loss;
+		{
+			double valid = NAN, now = mt_now();
+			int at_log = a->log_interval > 0 && tr.iteration % a->log_interval == 0;
+			if (a->eval_interval > 0 && a->eval_iters > 0 && tr.iteration % a->eval_interval == 0) {
+				int e = evaluate(&tr, &valid, err);
+				if (e < 0)
+					goto out;
+				if (e == 0) {
+					r->last_valid_loss = valid;
+					if (!a->quiet)
+						mt_info("validation at iteration %lld | loss %.6f | ppl %.4f", (long long)tr.iteration,
+							valid, exp(valid));
+				}
+			}
+			if (at_log || !isnan(valid)) {
+				log_line(&tr, loss_n ? loss_acc / (double)loss_n : (bad ? NAN : loss), lr, gnorm,
+					 (double)tokens_since / (now - tlog), now - t0, skipped, valid);
+				loss_acc = 0;
+				loss_n = 0;
+				tokens_since = 0;
+				tlog = now;
+			}
+		}
+		{
+			int stop = mt_train_stop_requested ||
+				   (a->exit_interval > 0 && tr.iteration % a->exit_interval == 0) ||
+				   (a->exit_duration_mins > 0 && (mt_now() - t0) / 60 >= a->exit_duration_mins);
+			int at_save = a->save && ((a->save_interval > 0 && tr.iteration % a->save_interval == 0) ||
+						  stop || tr.iteration == a->train_iters);
+			if (at_save && save(&tr, err))
+				goto out;
+			if (stop) {
+				r->stopped_by_signal = mt_train_stop_requested != 0;
+				if (!a->quiet)
+					mt_info("stopping at iteration %lld (%s)", (long long)tr.iteration,
+						mt_train_stop_requested ? "signal" : "exit interval or duration");
+				break;
+			}
+		}
+	}
+	r->iteration = tr.iteration;
+	r->skipped = skipped;
+	rc = 0;
+out:
+	if (tr.json)
+		fclose(tr.json);
+	if (tr.have_plan)
+		mt_plan_free(&tr.plan);
+	mt_gpt_acts_free(&tr.acts);
+	free(tr.w), free(tr.g), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt);
+	mt_params_free(&tr.t);
+	return rc;
+}

@@ -1,0 +1,53 @@
+/* train.h: mt-train's training loop on the CPU backend.
+ *
+ * Iterations of --global-batch-size samples in micro-batches of --micro-batch-size
+ * (gradients averaged over the micro-batches), AdamW with Megatron's schedules, global-
+ * norm clipping, skipped steps on non-finite gradients, evaluation on the valid split,
+ * logs (a human line and JSON lines), checkpoints (HDF5, atomic, exact resume) and the
+ * signal handshake (SIGTERM/SIGUSR1: save at the next step boundary and stop). Data come
+ * from a kept plan (dataplan.h) or, with --mock-data, from a seeded generator. The tool
+ * parses flags; this file runs. */
+#ifndef MT_TRAIN_H
+#define MT_TRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "dataplan.h"
+#include "err.h"
+#include "optim.h"
+#include "lrsched.h"
+
+struct mt_train_args {
+	struct mt_config cfg;
+	int64_t micro_batch_size, global_batch_size, train_iters;
+	struct mt_sched_args sched;
+	struct mt_adamw adam;
+	double clip_grad;               /* 0: no clipping */
+	int64_t log_interval, eval_interval, eval_iters, save_interval, exit_interval;
+	double exit_duration_mins;      /* 0: none */
+	const char *save, *load;
+	int keep_last;
+	const char *log_json;           /* JSON lines file, or NULL */
+	uint64_t seed;
+	int mock_data;
+	int64_t max_skipped_steps;      /* consecutive */
+	const struct mt_plan_args *data; /* NULL with mock data */
+	const char *train_args_json;    /* stored in checkpoints */
+	int quiet;
+};
+
+/* Set by the tool's signal handler: save at the next step boundary and stop. */
+extern volatile sig_atomic_t mt_train_stop_requested;
+
+struct mt_train_result {
+	int64_t iteration;
+	double last_loss, last_valid_loss;
+	int64_t skipped;
+	int stopped_by_signal;
+};
+
+int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struct mt_err *err);
+
+#endif

@@ -1,0 +1,99 @@
+#!/usr/bin/env bats
+# mt-train on the CPU: learning, exact resume, checkpoints, signals, bad steps, flags.
+load helpers
+
+setup_file() {
+	cd "$BATS_FILE_TMPDIR"
+	python3 "$MT_ROOT/share/markov/make-markov.py" --docs 3000 > mk.jsonl 2> /dev/null
+	python3 "$MT_ROOT/share/markov/make-markov.py" --entropy > floor.txt
+	mt-tokenize -q --input mk.jsonl --tokenizer-type NullTokenizer --vocab-size 64 --output-prefix mk
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+	F=$BATS_FILE_TMPDIR
+	TINY=(--config "$MT_ROOT/share/configs/tiny.conf" --data-path "$F/mk_text_document" --tokenizer-type NullTokenizer
+		--vocab-size 64 --split 95,5,0 --data-cache-path cache)
+}
+
+@test "learning: on a Markov corpus the validation loss comes within 10% of the entropy floor" {
+	run -0 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 8 --global-batch-size 16 --train-iters 400 \
+		--lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 20 --log-interval 100 \
+		--eval-interval 400 --eval-iters 8 --log-json log.jsonl
+	floor=$(cat "$F/floor.txt")
+	valid=$(python3 -c 'import json,sys; print([json.loads(l) for l in open("log.jsonl")][-1]["valid_loss"])')
+	echo "valid loss $valid, floor $floor"
+	python3 -c "import sys; v, f = $valid, $floor; sys.exit(0 if f <= v * 1.02 and v <= 1.10 * f else 1)"
+	# and it started far above: the first logged loss is near log(vocab)
+	python3 -c 'import json, math; l = [json.loads(x) for x in open("log.jsonl")]; assert l[0]["loss"] > 1.5, l[0]'
+}
+
+@test "resume is exact: N steps, stop, resume N gives the same weights, moments and losses as 2N" {
+	M=("${TINY[@]}" --micro-batch-size 4 --global-batch-size 8 --lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 3
+		--log-interval 1 --eval-interval 5 --eval-iters 2 -q)
+	mt-train "${M[@]}" --train-iters 20 --save A --log-json A.jsonl
+	mt-train "${M[@]}" --train-iters 20 --save B --exit-interval 10 --log-json B.jsonl
+	[ "$(cat B/latest)" = 10 ]
+	mt-train "${M[@]}" --train-iters 20 --save B --load B --log-json B.jsonl
+	[ "$(ckpt-hash A)" = "$(ckpt-hash B)" ]
+	fields() { python3 -c 'import json,sys; [print(json.dumps({k: d[k] for k in ("iteration", "loss", "lr", "grad_norm", "valid_loss") if k in d})) for d in map(json.loads, open(sys.argv[1]))]' "$1"; }
+	diff <(fields A.jsonl) <(fields B.jsonl)
+}
+
+@test "checkpoints: latest names the newest complete one, --keep-last removes older ones" {
+	run -0 mt-train "${TINY[@]}" --micro-batch-size 2 --global-batch-size 2 --train-iters 8 --save ck \
+		--save-interval 2 --keep-last 2 -q
+	[ "$(cat ck/latest)" = 8 ]
+	[ "$(ls -d ck/iter_* | wc -l)" -eq 2 ]
+	[ -d ck/iter_0000006 ] && [ -d ck/iter_0000008 ]
+	run -0 ckpt-hash ck/iter_0000006
+	[[ $output == "iteration 6 samples 12 step 6 "* ]]
+}
+
+@test "SIGTERM saves at the next step boundary and exits 0; the run resumes from there" {
+	mt-train "${TINY[@]}" --micro-batch-size 8 --global-batch-size 8 --train-iters 100000 --save ck -q &
+	pid=$!
+	for _ in $(seq 1 100); do [ -e cache ] && break; sleep 0.1; done
+	sleep 1
+	kill -TERM "$pid"
+	wait "$pid"
+	it=$(cat ck/latest)
+	[ "$it" -gt 0 ] && [ "$it" -lt 100000 ]
+	run -0 ckpt-hash ck
+	[[ $output == "iteration $it "* ]]
+}
+
+@test "non-finite steps are skipped and counted; too many in a row stop with an error; no NaN checkpoint is written" {
+	run -3 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 4 --global-batch-size 4 --train-iters 50 \
+		--lr 1e38 --clip-grad 0 --max-skipped-steps 3 --save ck --save-interval 100 --log-interval 1
+	[[ $stderr == *"4 steps in a row had a non-finite loss or gradient"* ]]
+	[[ $stderr == *"skipped 3"* ]]
+	[ ! -e ck/latest ]
+	# a save after the weights blew up is refused, naming the tensor; nothing is left behind
+	run -3 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 4 --global-batch-size 4 --train-iters 50 \
+		--lr 1e38 --clip-grad 0 --save ck --save-interval 1
+	[[ $stderr == *"refusing to save checkpoint"*"holds inf"* || $stderr == *"holds nan"* ]]
+	[ ! -e ck/latest ]
+	[ -z "$(ls ck 2>/dev/null)" ]
+}
+
+@test "--mock-data trains without a dataset; Llama-style options train too" {
+	run -0 --separate-stderr mt-train --config "$MT_ROOT/share/configs/llama-tiny.conf" --mock-data --vocab-size 100 \
+		--micro-batch-size 2 --global-batch-size 4 --train-iters 5 --log-interval 5 --lr 1e-3
+	[[ $stderr == *"iteration 5/5 | loss "* ]]
+}
+
+@test "flags: required ones, values Megatron allows that mt does not support yet, bad values" {
+	run -2 --separate-stderr mt-train "${TINY[@]}" --train-iters 5
+	[[ $stderr == *"--micro-batch-size is required"* ]]
+	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --tensor-model-parallel-size 2
+	[[ $stderr == *"only 1 is supported yet"* ]]
+	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 3 --global-batch-size 8 --train-iters 5
+	[[ $stderr == *"multiple of --micro-batch-size"* ]]
+	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --normalization BatchNorm
+	[[ $stderr == *"LayerNorm or RMSNorm"* ]]
+	run -2 --separate-stderr mt-train --config "$MT_ROOT/share/configs/tiny.conf" --mock-data --micro-batch-size 2 --train-iters 5
+	[[ $stderr == *"vocabulary size is unknown"* ]]
+	run -4 --separate-stderr mt-train --config nope.conf --mock-data
+	[[ $stderr == *"cannot open config 'nope.conf'"* ]]
+}
