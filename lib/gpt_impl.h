@@ -193,41 +193,43 @@ static void SFX(attention_back)(REAL *dqkv, const REAL *dy, const REAL *att, con
 {
 	double scale = 1.0 / sqrt((double)d->hd);
 	int64_t per = d->np / d->ng;
-	double *dp = malloc((size_t)d->T * sizeof(double));
 
-	/* serial over heads: key/value gradients of a group gather from several heads */
+	/* one task per (sequence, key/value group): the heads of a group share its key and
+	 * value gradients, so they stay in one thread and the sums keep a fixed order */
+	#pragma omp parallel for collapse(2)
 	for (int64_t b = 0; b < d->B; b++)
-		for (int64_t hh = 0; hh < d->np; hh++) {
-			int64_t g = hh / per;
-			for (int64_t i = 0; i < d->T; i++) {
-				const REAL *p = att + ((b * d->np + hh) * d->T + i) * d->T;
-				const REAL *dyr = dy + (b * d->T + i) * d->q + hh * d->hd;
-				const REAL *q = qkv + (b * d->T + i) * d->qkv + SFX(qoff)(d, hh);
-				REAL *dq = dqkv + (b * d->T + i) * d->qkv + SFX(qoff)(d, hh);
-				double dot = 0;
-				for (int64_t j = 0; j <= i; j++) {
-					const REAL *v = qkv + (b * d->T + j) * d->qkv + SFX(voff)(d, g);
-					REAL *dv = dqkv + (b * d->T + j) * d->qkv + SFX(voff)(d, g);
-					double s = 0;
-					for (int64_t e = 0; e < d->hd; e++) {
-						s += (double)dyr[e] * v[e];
-						dv[e] += (REAL)(p[j] * dyr[e]);
+		for (int64_t g = 0; g < d->ng; g++) {
+			double *dp = malloc((size_t)d->T * sizeof(double));
+			for (int64_t hh = g * per; hh < (g + 1) * per; hh++)
+				for (int64_t i = 0; i < d->T; i++) {
+					const REAL *p = att + ((b * d->np + hh) * d->T + i) * d->T;
+					const REAL *dyr = dy + (b * d->T + i) * d->q + hh * d->hd;
+					const REAL *q = qkv + (b * d->T + i) * d->qkv + SFX(qoff)(d, hh);
+					REAL *dq = dqkv + (b * d->T + i) * d->qkv + SFX(qoff)(d, hh);
+					double dot = 0;
+					for (int64_t j = 0; j <= i; j++) {
+						const REAL *v = qkv + (b * d->T + j) * d->qkv + SFX(voff)(d, g);
+						REAL *dv = dqkv + (b * d->T + j) * d->qkv + SFX(voff)(d, g);
+						double sdp = 0;
+						for (int64_t e = 0; e < d->hd; e++) {
+							sdp += (double)dyr[e] * v[e];
+							dv[e] += (REAL)(p[j] * dyr[e]);
+						}
+						dp[j] = sdp;
+						dot += p[j] * sdp;
 					}
-					dp[j] = s;
-					dot += p[j] * s;
-				}
-				for (int64_t j = 0; j <= i; j++) {
-					double ds = p[j] * (dp[j] - dot) * scale;
-					const REAL *k = qkv + (b * d->T + j) * d->qkv + SFX(koff)(d, g);
-					REAL *dk = dqkv + (b * d->T + j) * d->qkv + SFX(koff)(d, g);
-					for (int64_t e = 0; e < d->hd; e++) {
-						dq[e] += (REAL)(ds * k[e]);
-						dk[e] += (REAL)(ds * q[e]);
+					for (int64_t j = 0; j <= i; j++) {
+						double ds = p[j] * (dp[j] - dot) * scale;
+						const REAL *k = qkv + (b * d->T + j) * d->qkv + SFX(koff)(d, g);
+						REAL *dk = dqkv + (b * d->T + j) * d->qkv + SFX(koff)(d, g);
+						for (int64_t e = 0; e < d->hd; e++) {
+							dq[e] += (REAL)(ds * k[e]);
+							dk[e] += (REAL)(ds * q[e]);
+						}
 					}
 				}
-			}
+			free(dp);
 		}
-	free(dp);
 }
 
 #define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
@@ -307,7 +309,8 @@ double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t,
 	SFX(norm)(V_(a, A_LNF), V_(a, A_LNFS), V_(a, A_RESID) + d.L * d.N * d.h, SFX(param)(t, w, -1, MT_P_FINAL_W),
 		  SFX(param)(t, w, -1, MT_P_FINAL_B), d.N, d.h, rms, c->norm_epsilon);
 	SFX(linear)(logits, V_(a, A_LNF), wout, NULL, d.N, d.h, d.V);
-	/* softmax in place; cross-entropy of the counted targets */
+	/* softmax in place; cross-entropy of the counted targets (summed in row order) */
+	#pragma omp parallel for
 	for (int64_t n = 0; n < d.N; n++) {
 		REAL *z = logits + n * d.V;
 		double mx = -1e300, sum = 0;
@@ -321,11 +324,13 @@ double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t,
 		}
 		for (int64_t v = 0; v < d.V; v++)
 			z[v] = (REAL)(z[v] / sum);
+	}
+	for (int64_t n = 0; n < d.N; n++)
 		if (targets[n] >= 0) {
-			loss += -log((double)z[targets[n]] > 1e-300 ? (double)z[targets[n]] : 1e-300);
+			double pt = logits[n * d.V + targets[n]];
+			loss += -log(pt > 1e-300 ? pt : 1e-300);
 			count++;
 		}
-	}
 	if (ntargets)
 		*ntargets = count;
 	return count ? loss / (double)count : 0;
@@ -350,6 +355,7 @@ void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, 
 	for (int64_t n = 0; n < d.N; n++)
 		count += targets[n] >= 0;
 	/* dlogits = (p - onehot) / count, in place; masked rows 0 */
+	#pragma omp parallel for
 	for (int64_t n = 0; n < d.N; n++) {
 		REAL *z = probs + n * d.V;
 		if (targets[n] < 0) {
