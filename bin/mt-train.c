@@ -1,5 +1,6 @@
 /* mt-train: train a GPT on the CPU with HDF5 checkpoints (the CUDA backend and
  * multi-process parallelism come later behind the same flags). */
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -325,6 +326,19 @@ int main(int argc, char **argv)
 		mt_dataopts_finish(&d, &o);
 		a.data = &d.args;
 		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
+	}
+	{
+		/* the flags, after --config expansion, so a checkpoint says how it was trained */
+		json_t *j = json_object(), *args = json_array();
+		for (int i = 1; i < argc; i++)
+			json_array_append_new(args, json_string(argv[i]));
+		json_object_set_new(j, "argv", args);
+		json_object_set_new(j, "micro_batch_size", json_integer(a.micro_batch_size));
+		json_object_set_new(j, "global_batch_size", json_integer(a.global_batch_size));
+		json_object_set_new(j, "train_iters", json_integer(a.train_iters));
+		json_object_set_new(j, "seed", json_integer(d.seed));
+		a.train_args_json = json_dumps(j, JSON_COMPACT);
+		json_decref(j);
 	}
 	a.sched.train_iters = a.train_iters;
 	a.sched.global_batch_size = a.global_batch_size;

@@ -14,9 +14,9 @@ static size_t item_size(const char *descr)
 {
 	if (!strcmp(descr, "<i2"))
 		return 2;
-	if (!strcmp(descr, "<i4") || !strcmp(descr, "<u4"))
+	if (!strcmp(descr, "<i4") || !strcmp(descr, "<u4") || !strcmp(descr, "<f4"))
 		return 4;
-	if (!strcmp(descr, "<i8"))
+	if (!strcmp(descr, "<i8") || !strcmp(descr, "<f8"))
 		return 8;
 	return 0;
 }

@@ -40,4 +40,18 @@ mt-index build --data-path "$DEMO/corpus_text_document" --seq-length 128 --train
 	--global-batch-size 16 --eval-interval 50 --eval-iters 4 --data-cache-path "$DEMO/cache" > /dev/null
 ls "$DEMO/cache" | sed 's/^/  /' >&2
 
-step "done: $DEMO/ holds the corpus, its vocabulary, the tokenized dataset and its index caches (train, eval and generate stages arrive with those tools)"
+step "train: a tiny GPT on the corpus, on the CPU (about half a minute); watch the loss fall"
+rm -rf "$DEMO/ckpt"
+mt-train --config share/configs/tiny.conf --data-path "$DEMO/corpus_text_document" \
+	--tokenizer-type GPT2BPETokenizer --vocab-file "$DEMO/bpe-vocab.json" --merge-file "$DEMO/bpe-merges.txt" \
+	--micro-batch-size 16 --global-batch-size 32 --train-iters 400 --lr 3e-3 --min-lr 3e-4 \
+	--lr-decay-style cosine --lr-warmup-iters 30 --log-interval 50 --eval-interval 200 --eval-iters 10 \
+	--data-cache-path "$DEMO/cache" --save "$DEMO/ckpt" --log-json "$DEMO/train-log.jsonl"
+python3 - "$DEMO/train-log.jsonl" <<'PY' >&2
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("  loss by iteration: " + ", ".join(f"{r['iteration']}: {r['loss']:.3f}" for r in rows))
+print(f"  validation loss {rows[-1].get('valid_loss', float('nan')):.3f} (perplexity {rows[-1].get('valid_ppl', float('nan')):.2f})")
+PY
+
+step "done: $DEMO/ holds the corpus, its vocabulary, the tokenized dataset, its index caches and a trained checkpoint (evaluate and generate stages arrive with those tools)"

@@ -21,6 +21,8 @@ PACKAGES=(
   time                 # /usr/bin/time -v for memory-bound checks
   python3              # test helpers
   python3-numpy        # independent reference of Megatron's sample indices (numpy's RandomState)
+  python3-torch        # independent PyTorch reference of the GPT model (tests/reference/torch_gpt.py)
+  python3-h5py         # that reference reads mt's HDF5 checkpoints
   clang libclang-rt-14-dev   # libFuzzer for the dataset reader's fuzz test
 )
 # Needed as commands rather than as particular packages: a node from another

@@ -97,3 +97,51 @@ setup() {
 	run -4 --separate-stderr mt-train --config nope.conf --mock-data
 	[[ $stderr == *"cannot open config 'nope.conf'"* ]]
 }
+
+@test "mt-ckpt-reshard inspect lists every tensor of the table, the state and the training flags" {
+	mt-train "${TINY[@]}" --micro-batch-size 2 --global-batch-size 4 --train-iters 3 --save ck -q --lr 1e-3
+	run -0 --separate-stderr mt-ckpt-reshard inspect ck
+	[[ $output == *$'iteration\t3'* ]]
+	[[ $output == *$'consumed_train_samples\t12'* ]]
+	[ "$(grep -c $'^tensor\tmodel/' <<<"$output")" -eq 28 ]
+	[ "$(grep -c $'^tensor\toptimizer/exp_avg/' <<<"$output")" -eq 28 ]
+	[[ $output == *"model/decoder.layers.1.mlp.linear_fc2.weight"*"[64, 256]"* ]]
+	[[ $output == *'"micro_batch_size":2'* || $output == *'"micro_batch_size": 2'* ]]
+	run -0 mt-ckpt-reshard inspect --json ck/iter_0000003
+	python3 -c 'import json,sys; d = json.loads(sys.stdin.read()); assert d["iteration"] == 3, d' <<<"$output"
+	run -3 --separate-stderr mt-ckpt-reshard inspect "$F/mk_text_document.idx"
+	run -2 --separate-stderr mt-ckpt-reshard export --format hf-gpt2 ck out
+	[[ $stderr == *"not available yet"* ]]
+}
+
+# The PyTorch reference (tests/reference/torch_gpt.py) runs on Debian's /usr/bin/python3 with
+# python3-torch and python3-h5py (scripts/install-deps.sh); the python3 on PATH may lack them.
+need_torch() {
+	/usr/bin/python3 -c 'import h5py, numpy, torch' 2>/dev/null ||
+		skip "/usr/bin/python3 lacks torch or h5py (scripts/install-deps.sh installs them)"
+}
+
+# gpt-step on a tiny model (2 layers, hidden 32, 4 heads, seq 16, vocab 50 padded to 64, B=2,
+# some targets -1), then the independent torch model on the same weights and batch: loss,
+# every gradient, and the losses and weights of 10 AdamW steps (tolerances in torch_gpt.py)
+torch_check() {
+	/usr/bin/python3 -c 'import numpy as np
+r = np.random.RandomState(7)
+tok, tgt = r.randint(0, 50, 32), r.randint(0, 50, 32)
+tgt[[3, 17, 31]] = -1
+np.save("batch.npy", np.stack([tok, tgt]).astype(np.int32))'
+	gpt-step --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --vocab-size 50 \
+		--make-vocab-size-divisible-by 16 --seed 1234 --tokens batch.npy --output step "$@"
+	"$MT_ROOT/tests/reference/torch_gpt.py" --tokens batch.npy step
+}
+
+@test "PyTorch reference: GPT-2 style (learned positions, LayerNorm, GELU, biases, tied output)" {
+	need_torch
+	torch_check
+}
+
+@test "PyTorch reference: Llama style (rope, RMSNorm, SwiGLU, no biases, untied output, 4 heads in 2 groups)" {
+	need_torch
+	torch_check --position-embedding-type rope --normalization RMSNorm --swiglu --disable-bias-linear \
+		--untie-embeddings-and-output-weights --num-query-groups 2
+}

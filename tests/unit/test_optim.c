@@ -456,8 +456,14 @@ static void test_optim_torch(void)
 			printf("# weight %d: %a, torch %a\n", i, w[i], tw[i]);
 	printf("# torch %s: worst relative difference: weights %.3g, exp_avg %.3g, exp_avg_sq %.3g; "
 	       "%lld of %d weights differ in some bit\n", version, ew, em, ev, (long long)bits, N);
-	ok(ew <= 1e-6 && em <= 1e-6 && ev <= 1e-6,
-	   "10 steps match torch.optim.AdamW(foreach=False) %s within 1e-6 relative", version);
+	{
+		/* torch 2 updates the first moment with lerp_ (mt's order: bit for bit but for
+		 * torch's vectorized sqrt); torch 1.x with mul_ and add_, one more rounding: the
+		 * moments then differ in the last bits, so 1e-5 there */
+		double tol = version[0] == '1' ? 1e-5 : 1e-6;
+		ok(ew <= tol && em <= tol && ev <= tol,
+		   "10 steps match torch.optim.AdamW(foreach=False) %s within %g relative", version, tol);
+	}
 	goto out;
 fail:
 	ok(0, "running torch.optim.AdamW through python3");
