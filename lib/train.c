@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "ckpt.h"
-#include "gpt.h"
 #include "log.h"
 #include "params.h"
 #include "progress.h"
@@ -17,8 +17,8 @@ volatile sig_atomic_t mt_train_stop_requested;
 struct trainer {
 	const struct mt_train_args *a;
 	struct mt_params t;
-	float *w, *g, *m, *v;
-	struct mt_gpt_acts acts;
+	struct mt_backend b;
+	float *w, *m, *v;               /* host copies, for initialization and checkpoints */
 	struct mt_sched sched;
 	struct mt_adamw adam;
 	struct mt_plan plan;
@@ -79,7 +79,10 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 			if (fetch(tr, MT_SPLIT_VALID, tr->consumed_valid, err))
 				return -1;
 			tr->consumed_valid += a->micro_batch_size;
-			l = mt_gpt_forward_f32(&a->cfg, &tr->t, tr->w, tr->tok, tr->tgt, &tr->acts, &cnt);
+			cnt = 0;
+			for (int64_t q = 0; q < a->micro_batch_size * a->cfg.seq_length; q++)
+				cnt += tr->tgt[q] >= 0;
+			l = tr->b.ops->step_micro(&tr->b, tr->tok, tr->tgt, 0);
 			if (cnt) {
 				sum += l;
 				n++;
@@ -97,7 +100,8 @@ static int save(struct trainer *tr, struct mt_err *err)
 	char *cfg = mt_config_to_json(&a->cfg), *sch = state_json(tr);
 	struct mt_ckpt_state s = { tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, cfg,
 				   a->train_args_json ? a->train_args_json : "{}", sch, NULL, 0 };
-	int rc = mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
+	int rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err) ? -1
+		 : mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
 
 	free(cfg);
 	free(sch);
@@ -127,7 +131,8 @@ static int load(struct trainer *tr, struct mt_err *err)
 		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
 				  dir, c.num_layers, c.hidden_size, (long long)c.padded_vocab_size);
 	}
-	if (mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err)) {
+	if (mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err) ||
+	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, err)) {
 		mt_ckpt_loaded_free(&st);
 		return -1;
 	}
@@ -184,24 +189,26 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	if (mt_params_build(&tr.t, &a->cfg, err))
 		return -1;
 	tr.w = malloc((size_t)tr.t.total * sizeof(float));
-	tr.g = calloc((size_t)tr.t.total, sizeof(float));
 	tr.m = calloc((size_t)tr.t.total, sizeof(float));
 	tr.v = calloc((size_t)tr.t.total, sizeof(float));
 	tr.buf = malloc((size_t)(L + 1) * sizeof(int32_t));
 	tr.tok = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
 	tr.tgt = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
-	if (!tr.w || !tr.g || !tr.m || !tr.v || !tr.buf || !tr.tok || !tr.tgt) {
+	if (!tr.w || !tr.m || !tr.v || !tr.buf || !tr.tok || !tr.tgt) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)tr.t.total);
 		goto out;
 	}
-	if (mt_gpt_acts_alloc(&tr.acts, &a->cfg, (int)a->micro_batch_size, (int)L, 0, err))
+	tr.b.ops = &mt_backend_cpu;
+	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;
 	if (!a->quiet)
-		mt_info("model: %lld parameters (%.1f MB of weights, %.1f MB with gradients and AdamW state), "
-			"activations %.1f MB for a micro-batch of %lld x %lld",
-			(long long)tr.t.total, tr.t.total * 4 / 1e6, tr.t.total * 16 / 1e6, tr.acts.bytes / 1e6,
-			(long long)a->micro_batch_size, (long long)L);
+		mt_info("model: %lld parameters; backend %s holds %.1f MB (weights, gradients, AdamW state and the "
+			"activations of a micro-batch of %lld x %lld)",
+			(long long)tr.t.total, tr.b.ops->name, tr.b.ops->bytes(&tr.b) / 1e6, (long long)a->micro_batch_size,
+			(long long)L);
 	mt_params_init(&tr.t, tr.w, a->seed);
+	if (tr.b.ops->load_state(&tr.b, tr.w, NULL, NULL, err))
+		goto out;
 	tr.adam = a->adam;
 	if (mt_sched_init_iters(&tr.sched, &a->sched, err))
 		goto out;
@@ -227,19 +234,21 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		double loss = 0;
 		int bad = 0;
 
-		memset(tr.g, 0, (size_t)tr.t.total * sizeof(float));
+		int nonfinite;
+
+		tr.b.ops->zero_grad(&tr.b);
 		for (int64_t k = 0; k < micro; k++) {
 			if (fetch(&tr, MT_SPLIT_TRAIN, tr.consumed_train + k * a->micro_batch_size, err))
 				goto out;
-			loss += mt_gpt_forward_f32(&a->cfg, &tr.t, tr.w, tr.tok, tr.tgt, &tr.acts, NULL) / (double)micro;
-			mt_gpt_backward_f32(&a->cfg, &tr.t, tr.w, tr.tok, tr.tgt, &tr.acts, tr.g);
+			loss += tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, 1) / (double)micro;
 		}
-		mt_grad_scale(&tr.t, tr.g, 1.0f / (float)micro);
+		/* the mean over micro-batches; the norm before clipping, as Megatron logs it */
+		tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite);
 		tr.consumed_train += a->global_batch_size;
 		tr.iteration++;
 		tokens_since += a->global_batch_size * L;
 		lr = mt_sched_lr(&tr.sched);
-		if (!isfinite(loss) || mt_grad_nonfinite(&tr.t, tr.g)) {
+		if (!isfinite(loss) || nonfinite) {
 			bad = 1;
 			skipped++;
 			if (++skipped_row > a->max_skipped_steps) {
@@ -249,9 +258,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			}
 		} else {
 			skipped_row = 0;
-			gnorm = a->clip_grad > 0 ? mt_grad_clip(&tr.t, tr.g, a->clip_grad) : mt_grad_norm(&tr.t, tr.g);
 			tr.adam.weight_decay = mt_sched_wd(&tr.sched);
-			mt_adamw_step(&tr.adam, &tr.t, tr.w, tr.g, tr.m, tr.v, lr);
+			tr.b.ops->adamw_step(&tr.b, &tr.adam, lr);
 			loss_acc += loss;
 			loss_n++;
 		}
@@ -305,8 +313,9 @@ out:
 		fclose(tr.json);
 	if (tr.have_plan)
 		mt_plan_free(&tr.plan);
-	mt_gpt_acts_free(&tr.acts);
-	free(tr.w), free(tr.g), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt);
+	if (tr.b.ops)
+		tr.b.ops->free(&tr.b);
+	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt);
 	mt_params_free(&tr.t);
 	return rc;
 }

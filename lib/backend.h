@@ -1,0 +1,49 @@
+/* backend.h: what mt-train asks of a compute backend, so the training loop does not
+ * care where the arithmetic runs.
+ *
+ * A backend owns the model's weights, gradients and AdamW moments (flat, laid out by
+ * params.h) and the activations of one micro-batch. The loop hands it token batches,
+ * asks for the loss with or without the backward pass, lets it prepare the gradients
+ * (average over micro-batches, global norm, non-finite check, clipping) and take the
+ * AdamW step, and copies the state in and out for checkpoints. backend_cpu.c is the
+ * reference (fp32, OpenBLAS, OpenMP); the CUDA backend implements the same table. */
+#ifndef MT_BACKEND_H
+#define MT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+#include "optim.h"
+#include "params.h"
+
+struct mt_backend;
+
+struct mt_backend_ops {
+	const char *name;
+	int (*init)(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
+		    struct mt_err *err);
+	void (*free)(struct mt_backend *b);
+	/* host fp32 buffers of t->total floats; moments may be NULL (zeroed then) */
+	int (*load_state)(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err);
+	int (*save_state)(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err);
+	void (*zero_grad)(struct mt_backend *b);
+	/* one micro-batch of [micro_batch][seq_length] tokens and targets (-1: not counted);
+	 * returns the mean loss; with backward, adds its gradient */
+	double (*step_micro)(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward);
+	/* scale the accumulated gradient, then its global norm (before clipping), whether
+	 * any element is not finite, and clipping to max_norm (0: none) */
+	void (*grad_prepare)(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite);
+	void (*adamw_step)(struct mt_backend *b, struct mt_adamw *o, double lr);
+	size_t (*bytes)(const struct mt_backend *b); /* memory held, for the start-up report */
+};
+
+struct mt_backend {
+	const struct mt_backend_ops *ops;
+	void *state;
+};
+
+extern const struct mt_backend_ops mt_backend_cpu;
+
+#endif

@@ -1,0 +1,143 @@
+/* backend_cpu.c: the reference backend: fp32 buffers in host memory, gpt.c's passes,
+ * optim.c's AdamW (see backend.h). */
+#include "backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt.h"
+
+struct cpu {
+	const struct mt_config *c;
+	const struct mt_params *t;
+	float *w, *g, *m, *v;
+	struct mt_gpt_acts acts;
+};
+
+static void cpu_free(struct mt_backend *b)
+{
+	struct cpu *s = b->state;
+
+	if (!s)
+		return;
+	mt_gpt_acts_free(&s->acts);
+	free(s->w), free(s->g), free(s->m), free(s->v);
+	free(s);
+	b->state = NULL;
+}
+
+static int cpu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
+		    struct mt_err *err)
+{
+	struct cpu *s = calloc(1, sizeof(*s));
+
+	b->state = s;
+	if (!s)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	s->c = c;
+	s->t = t;
+	s->w = malloc((size_t)t->total * sizeof(float));
+	s->g = calloc((size_t)t->total, sizeof(float));
+	s->m = calloc((size_t)t->total, sizeof(float));
+	s->v = calloc((size_t)t->total, sizeof(float));
+	if (!s->w || !s->g || !s->m || !s->v) {
+		cpu_free(b);
+		return mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)t->total);
+	}
+	if (mt_gpt_acts_alloc(&s->acts, c, micro_batch, c->seq_length, 0, err)) {
+		cpu_free(b);
+		return -1;
+	}
+	return 0;
+}
+
+static int cpu_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
+{
+	struct cpu *s = b->state;
+	size_t n = (size_t)s->t->total * sizeof(float);
+
+	memcpy(s->w, w, n);
+	if (m)
+		memcpy(s->m, m, n);
+	else
+		memset(s->m, 0, n);
+	if (v)
+		memcpy(s->v, v, n);
+	else
+		memset(s->v, 0, n);
+	(void)err;
+	return 0;
+}
+
+static int cpu_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err)
+{
+	struct cpu *s = b->state;
+	size_t n = (size_t)s->t->total * sizeof(float);
+
+	if (w)
+		memcpy(w, s->w, n);
+	if (m)
+		memcpy(m, s->m, n);
+	if (v)
+		memcpy(v, s->v, n);
+	(void)err;
+	return 0;
+}
+
+static void cpu_zero_grad(struct mt_backend *b)
+{
+	struct cpu *s = b->state;
+
+	memset(s->g, 0, (size_t)s->t->total * sizeof(float));
+}
+
+static double cpu_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
+{
+	struct cpu *s = b->state;
+	double loss = mt_gpt_forward_f32(s->c, s->t, s->w, tokens, targets, &s->acts, NULL);
+
+	if (backward)
+		mt_gpt_backward_f32(s->c, s->t, s->w, tokens, targets, &s->acts, s->g);
+	return loss;
+}
+
+static void cpu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite)
+{
+	struct cpu *s = b->state;
+
+	if (scale != 1.0f)
+		mt_grad_scale(s->t, s->g, scale);
+	*nonfinite = mt_grad_nonfinite(s->t, s->g);
+	if (*nonfinite) {
+		*norm = 0;
+		return;
+	}
+	*norm = max_norm > 0 ? mt_grad_clip(s->t, s->g, max_norm) : mt_grad_norm(s->t, s->g);
+}
+
+static void cpu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
+{
+	struct cpu *s = b->state;
+
+	mt_adamw_step(o, s->t, s->w, s->g, s->m, s->v, lr);
+}
+
+static size_t cpu_bytes(const struct mt_backend *b)
+{
+	const struct cpu *s = b->state;
+
+	return (size_t)s->t->total * 16 + s->acts.bytes;
+}
+
+const struct mt_backend_ops mt_backend_cpu = {
+	.name = "cpu",
+	.init = cpu_init,
+	.free = cpu_free,
+	.load_state = cpu_load_state,
+	.save_state = cpu_save_state,
+	.zero_grad = cpu_zero_grad,
+	.step_micro = cpu_step_micro,
+	.grad_prepare = cpu_grad_prepare,
+	.adamw_step = cpu_adamw_step,
+	.bytes = cpu_bytes,
+};
