@@ -148,3 +148,15 @@ import json, sys; s = json.load(sys.stdin)["splits"]; assert set(s) == {"train",
 	plan-samples 300 --data-path "$F/a" --seq-length 16 --train-samples 300 --split 100,0,0 > mt.txt
 	cmp ref.txt mt.txt
 }
+
+@test "no limit on sources: from 32767 sources dataset_index widens to int32, Megatron's int16 below" {
+	$PY -c 'print("blend 1000 " + ",".join(["1"] * 32767))' > wide.txt
+	$PY -c 'print("blend 1000 " + ",".join(["1"] * 32766))' > narrow.txt
+	run -0 bash -c 'indices < wide.txt | head -n 1 | cut -c1-19'
+	[ "$output" = "dataset_index int32" ]
+	run -0 bash -c 'indices < narrow.txt | head -n 1 | cut -c1-19'
+	[ "$output" = "dataset_index int16" ]
+	# and the blend itself is right: 1000 samples from the first 1000 sources, one each
+	run -0 bash -c 'indices < wide.txt | head -n 1 | tr " " "\n" | tail -n +3 | sort -n | uniq | wc -l'
+	[ "$output" -eq 1000 ]
+}
