@@ -12,7 +12,7 @@
 
 #include "atomic.h"
 #include "input.h"
-#include "jsonl.h"
+#include "jsontext.h"
 #include "log.h"
 #include "pretok.h"
 #include "progress.h"
@@ -308,11 +308,12 @@ static int read_corpus(const struct mt_bpetrain_opts *o, const struct mt_pretok 
 	char *fix = NULL;
 	size_t fixcap = 0;
 	int rc = -1;
+	struct mt_jsontext jt = { 0 };
+	struct mt_input *in = NULL;
 
 	if (mt_pretok_iter_init(&it, pt, err))
 		return -1;
 	for (int i = 0; i < o->ninputs; i++) {
-		struct mt_input *in;
 		int r;
 
 		if (mt_input_open(&in, o->inputs[i], err))
@@ -323,39 +324,28 @@ static int read_corpus(const struct mt_bpetrain_opts *o, const struct mt_pretok 
 			int64_t lineno = 0;
 
 			while ((r = mt_input_getline(in, &line, &len, err)) == 1) {
-				const char **parts = NULL;
-				size_t *lens = NULL, one = len;
-				const char *whole = line;
-				json_t *root = NULL;
 				int np = 1;
 
 				lineno++;
 				if (!o->text) {
-					json_error_t je;
-					if (len == 0)
+					/* the same record parsing as mt-tokenize's workers */
+					if (strspn(line, " \t\r") == len)
 						continue;
-					mt_json_fix_surrogates(line, len);
-					root = json_loadb(line, len, JSON_ALLOW_NUL, &je);
-					if (!root) {
-						mt_err_set(err, MT_EXIT_DATA, "'%s':%lld: invalid JSON at column %d: %s",
-							   mt_input_member(in), (long long)lineno, je.column, je.text);
-						mt_input_close(in);
-						goto out;
-					}
-					np = mt_jsonl_get_text(root, o->key, &parts, &lens, err);
-					if (np < 0) {
+					if (mt_jsontext_parse(&jt, line, len, &o->key, 1, err)) {
 						mt_err_prefix(err, "'%s':%lld", mt_input_member(in), (long long)lineno);
-						json_decref(root);
-						mt_input_close(in);
 						goto out;
 					}
-				} else {
-					parts = &whole;
-					lens = &one;
+					np = jt.count[0];
+					if (np < 0) {
+						mt_err_set(err, MT_EXIT_DATA, "'%s':%lld: key '%s' %s", mt_input_member(in),
+							   (long long)lineno, o->key,
+							   np == MT_JSONTEXT_MISSING ? "not found" : "is neither a string nor a list of strings");
+						goto out;
+					}
 				}
 				for (int k = 0; k < np; k++) {
-					const char *s = parts[k];
-					size_t n = lens[k], b, e;
+					const char *s = o->text ? line : jt.buf + jt.off[jt.first[0] + k];
+					size_t n = o->text ? len : jt.len[jt.first[0] + k], b, e;
 					if (mt_utf8_valid_prefix(s, n) < n) {
 						size_t rep;
 						if (fixcap < 3 * n + 1) {
@@ -377,22 +367,21 @@ static int read_corpus(const struct mt_bpetrain_opts *o, const struct mt_pretok 
 						}
 				}
 				(*docs)++;
-				if (!o->text) {
-					free(parts);
-					free(lens);
-					json_decref(root);
-				}
 			}
 			if (r < 0)
 				break;
 		}
 		mt_input_close(in);
+		in = NULL;
 		if (r < 0)
 			goto out;
 	}
 	rc = 0;
 out:
+	if (in)
+		mt_input_close(in);
 	free(fix);
+	mt_jsontext_free(&jt);
 	mt_pretok_iter_free(&it);
 	return rc;
 }

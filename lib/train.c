@@ -92,12 +92,10 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 	return 0;
 }
 
-static char *state_json(struct trainer *tr) { return mt_sched_to_json(&tr->sched); }
-
 static int save(struct trainer *tr, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
-	char *cfg = mt_config_to_json(&a->cfg), *sch = state_json(tr);
+	char *cfg = mt_config_to_json(&a->cfg), *sch = mt_sched_to_json(&tr->sched);
 	struct mt_ckpt_state s = { tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, cfg,
 				   a->train_args_json ? a->train_args_json : "{}", sch, NULL, 0 };
 	int rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err) ? -1
