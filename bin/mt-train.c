@@ -337,6 +337,23 @@ int main(int argc, char **argv)
 		json_object_set_new(j, "global_batch_size", json_integer(a.global_batch_size));
 		json_object_set_new(j, "train_iters", json_integer(a.train_iters));
 		json_object_set_new(j, "seed", json_integer(d.seed));
+		if (d.tok_type) {
+			/* which tokenizer, with absolute paths, so that mt-eval and mt-generate
+			 * default to it wherever they run (model.h) */
+			json_t *tk = json_object();
+			const char *const files[][2] = { { "vocab_file", d.vocab }, { "merge_file", d.merges },
+							  { "tokenizer_model", d.tok_model } };
+			json_object_set_new(tk, "type", json_string(d.tok_type));
+			for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+				char *abs;
+				if (!files[i][1])
+					continue;
+				abs = realpath(files[i][1], NULL);
+				json_object_set_new(tk, files[i][0], json_string(abs ? abs : files[i][1]));
+				free(abs);
+			}
+			json_object_set_new(j, "tokenizer", tk);
+		}
 		a.train_args_json = json_dumps(j, JSON_COMPACT);
 		json_decref(j);
 	}

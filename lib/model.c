@@ -1,0 +1,97 @@
+/* model.c: open a trained model from a checkpoint (model.h). */
+#include "model.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_member(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+}
+
+/* The tokenizer mt-train recorded: {"tokenizer": {...}} in the training arguments. */
+static void read_tokenizer(struct mt_model *m)
+{
+	json_t *root, *tk;
+
+	if (!m->state.train_args_json)
+		return;
+	root = json_loads(m->state.train_args_json, 0, NULL);
+	tk = root ? json_object_get(root, "tokenizer") : NULL;
+	if (json_is_object(tk)) {
+		m->tok_type = dup_member(tk, "type");
+		m->tok_vocab_file = dup_member(tk, "vocab_file");
+		m->tok_merge_file = dup_member(tk, "merge_file");
+		m->tok_model = dup_member(tk, "tokenizer_model");
+	}
+	json_decref(root);
+}
+
+int mt_model_open(struct mt_model *m, const char *path, struct mt_err *err)
+{
+	memset(m, 0, sizeof(*m));
+	if (mt_ckpt_resolve(path, m->iterdir, sizeof(m->iterdir), &m->iteration, err))
+		return -1;
+	if (mt_ckpt_read_state(m->iterdir, &m->state, err))
+		return -1;
+	if (mt_config_from_json(&m->cfg, m->state.config_json, err)) {
+		mt_ckpt_loaded_free(&m->state);
+		return mt_err_prefix(err, "checkpoint '%s'", m->iterdir);
+	}
+	if (mt_params_build(&m->params, &m->cfg, err)) {
+		mt_ckpt_loaded_free(&m->state);
+		return mt_err_prefix(err, "checkpoint '%s'", m->iterdir);
+	}
+	m->w = malloc((size_t)m->params.total * sizeof(float));
+	if (!m->w) {
+		mt_params_free(&m->params);
+		mt_ckpt_loaded_free(&m->state);
+		return mt_err_set(err, MT_EXIT_IO, "out of memory for the %lld weights of '%s'",
+				  (long long)m->params.total, m->iterdir);
+	}
+	if (mt_ckpt_load(m->iterdir, &m->params, m->w, NULL, NULL, 0, err)) {
+		free(m->w);
+		mt_params_free(&m->params);
+		mt_ckpt_loaded_free(&m->state);
+		return -1;
+	}
+	read_tokenizer(m);
+	return 0;
+}
+
+void mt_model_close(struct mt_model *m)
+{
+	free(m->w);
+	mt_params_free(&m->params);
+	mt_ckpt_loaded_free(&m->state);
+	free(m->tok_type);
+	free(m->tok_vocab_file);
+	free(m->tok_merge_file);
+	free(m->tok_model);
+	memset(m, 0, sizeof(*m));
+}
+
+int mt_model_tokenizer_args(const struct mt_model *m, struct mt_tokenizer_args *a, struct mt_err *err)
+{
+	if (!a->type)
+		a->type = m->tok_type;
+	if (!a->type)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "checkpoint '%s' records no tokenizer: give --tokenizer-type and its files",
+				  m->iterdir);
+	/* the recorded files belong to the recorded type only */
+	if (m->tok_type && strcmp(a->type, m->tok_type) == 0) {
+		if (!a->vocab_file)
+			a->vocab_file = m->tok_vocab_file;
+		if (!a->merge_file)
+			a->merge_file = m->tok_merge_file;
+		if (!a->tokenizer_model)
+			a->tokenizer_model = m->tok_model;
+	}
+	if (strcmp(a->type, "NullTokenizer") == 0 && a->vocab_size <= 0)
+		a->vocab_size = m->cfg.vocab_size - 1; /* ids below N, then the end-of-document id N */
+	return 0;
+}
