@@ -76,7 +76,28 @@ for enc in gpt2 cl100k; do
 		echo "scale-$enc $t $r"
 	done
 done > "$W/scaling"
-rm -f "$W"/big*
+
+# The machine's own ceiling for this work: THREADS independent one-worker processes, each
+# on its 1/THREADS of the same input, started together (no state shared but the hardware:
+# cores, caches, memory bandwidth, clocks). mt's threads cannot scale past what this shows.
+split -n l/"$THREADS" -d -a 3 "$W/big.jsonl" "$W/part."
+for enc in gpt2 cl100k; do
+	if [ $enc = gpt2 ]; then a=(--tokenizer-type GPT2BPETokenizer --vocab-file $C/gpt2-vocab.json --merge-file $C/gpt2-merges.txt)
+	else a=(--tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken); fi
+	# each process reports its own MB/s as the scaling lines do (text bytes over its
+	# tokenizing time, start-up excluded); the sum is the aggregate while they all run
+	for f in "$W"/part.*; do
+		[ "${f%.log}" = "$f" ] || continue
+		bin/mt-tokenize --input "$f" --skip-bad-lines --workers 1 --output-prefix "$f.out" "${a[@]}" 2> "$f.log" &
+	done
+	wait
+	cat "$W"/part.*.log | grep -o '([0-9.]* [kMG]B/s)' | tr -d '()' |
+		awk -v enc="$enc" -v n="$THREADS" '{ v = ($2 == "GB/s") ? $1 * 1000 : $1; s += v }
+			END { printf "ceiling-%s %d processes %.1f MB/s\n", enc, n, s }'
+	rm -f "$W"/part.*.log
+	rm -f "$W"/part.*.out*
+done > "$W/ceiling"
+rm -f "$W"/big* "$W"/part.*
 
 awk -v threads="$THREADS" '
 	{ rate[$1 " " $2] = $3; tok[$1 " " $2] = $4; if ($5 != "") rss[$1 " " $2] = $5; order[n++] = $1 " " $2 }
@@ -104,3 +125,9 @@ echo
 echo "# scaling on $SCALE x the corpus ($(( SCALE * $(stat -c %s "$W/corpus.jsonl") / 1000000 )) MB), mt only"
 awk '{ v = $3; if ($4 == "GB/s") v *= 1000; r[$1 " " $2] = v; print $1, $2, "threads", v, "MB/s"
 	if ($2 == 1) one[$1] = v; else if (one[$1] > 0) printf "  %s: %.2fx of one thread\n", $1, v / one[$1] }' "$W/scaling"
+echo
+echo "# the machine's ceiling: $THREADS independent one-worker processes on 1/$THREADS of the input each"
+awk -v threads="$THREADS" 'NR == FNR { v = ($4 == "GB/s") ? $3 * 1000 : $3; r[$1 " " $2] = v; next }
+	{ k = "scale-" substr($1, 9); print
+	  if (r[k " 1"] > 0) printf "  %.2fx of one thread; mt with %d workers reaches %.0f%% of this ceiling\n",
+		$4 / r[k " 1"], threads, 100 * r[k " " threads] / $4 }' "$W/scaling" "$W/ceiling"
