@@ -276,7 +276,11 @@ int main(int argc, char **argv)
 		case O_LOAD: a.load = o.arg; break;
 		case O_KEEP: a.keep_last = (int)num(&o, 1); break;
 		case O_EXIT_INTERVAL: a.exit_interval = num(&o, 1); break;
-		case O_EXIT_MINS: a.exit_duration_mins = real(&o); break;
+		case O_EXIT_MINS:
+			a.exit_duration_mins = real(&o);
+			if (!(a.exit_duration_mins >= 0))
+				mt_die_usage(&o, "--exit-duration-in-mins must be 0 or more minutes");
+			break;
 		case O_MOCK: a.mock_data = 1; break;
 		case O_MAX_SKIP: a.max_skipped_steps = num(&o, 0); break;
 		case O_DEVICE:

@@ -145,3 +145,14 @@ np.save("batch.npy", np.stack([tok, tgt]).astype(np.int32))'
 	torch_check --position-embedding-type rope --normalization RMSNorm --swiglu --disable-bias-linear \
 		--untie-embeddings-and-output-weights --num-query-groups 2
 }
+
+@test "--exit-duration-in-mins saves and stops once the time is spent; the run resumes from there" {
+	M=("${TINY[@]}" --micro-batch-size 4 --global-batch-size 8 --lr 1e-3 --log-interval 1 -q)
+	# 0.0001 minutes (6 ms) is spent by the first step: it saves there and exits 0
+	run -0 mt-train "${M[@]}" --train-iters 50 --save C --exit-duration-in-mins 0.0001
+	it=$(cat C/latest)
+	[ "$it" -ge 1 ] && [ "$it" -lt 50 ]
+	run -0 mt-train "${M[@]}" --train-iters 50 --save C --load C
+	[ "$(cat C/latest)" = 50 ]
+	run -2 mt-train "${M[@]}" --train-iters 5 --exit-duration-in-mins -1
+}
