@@ -45,7 +45,8 @@ setup() {
 		--save-interval 2 --keep-last 2 -q
 	[ "$(cat ck/latest)" = 8 ]
 	[ "$(ls -d ck/iter_* | wc -l)" -eq 2 ]
-	[ -d ck/iter_0000006 ] && [ -d ck/iter_0000008 ]
+	[ -d ck/iter_0000006 ]
+	[ -d ck/iter_0000008 ]
 	run -0 ckpt-hash ck/iter_0000006
 	[[ $output == "iteration 6 samples 12 step 6 "* ]]
 }
@@ -58,7 +59,8 @@ setup() {
 	kill -TERM "$pid"
 	wait "$pid"
 	it=$(cat ck/latest)
-	[ "$it" -gt 0 ] && [ "$it" -lt 100000 ]
+	[ "$it" -gt 0 ]
+	[ "$it" -lt 100000 ]
 	run -0 ckpt-hash ck
 	[[ $output == "iteration $it "* ]]
 }
@@ -151,7 +153,8 @@ np.save("batch.npy", np.stack([tok, tgt]).astype(np.int32))'
 	# 0.0001 minutes (6 ms) is spent by the first step: it saves there and exits 0
 	run -0 mt-train "${M[@]}" --train-iters 50 --save C --exit-duration-in-mins 0.0001
 	it=$(cat C/latest)
-	[ "$it" -ge 1 ] && [ "$it" -lt 50 ]
+	[ "$it" -ge 1 ]
+	[ "$it" -lt 50 ]
 	run -0 mt-train "${M[@]}" --train-iters 50 --save C --load C
 	[ "$(cat C/latest)" = 50 ]
 	run -2 mt-train "${M[@]}" --train-iters 5 --exit-duration-in-mins -1
