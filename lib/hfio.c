@@ -363,6 +363,9 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 	if (mt_hf_export_tensors(&m->cfg, &m->params, m->w, o->format, &ht, err))
 		goto out;
 	r->tensors = ht.n;
+	/* test hook: a wrong weight, to show that the check below catches one */
+	if (getenv("MT_TEST_HF_EXPORT_CORRUPT") && ht.n > 0 && ht.t[ht.n / 2].shape[0] > 0)
+		((float *)ht.data[ht.n / 2])[0] += 0.5f;
 	mpath = join(tmp, "model.safetensors");
 	if (!mpath) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
