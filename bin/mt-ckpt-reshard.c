@@ -156,6 +156,9 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	mt_tool_start(&info);
+	for (int i = 1; i < argc; i++)
+		if (!strncmp(argv[i], "--load", 6) || !strncmp(argv[i], "--save", 6) || !strncmp(argv[i], "--target-", 9))
+			mt_die(MT_EXIT_USAGE, "not available yet: resharding (%s) is planned; see %s", argv[i], info.doc);
 	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import"))
 		mt_tool_unavailable(&info, argc, argv);
 	argv[1] = argv[0];

@@ -146,6 +146,21 @@ print(c["vocab_size"], c["num_key_value_heads"], c["head_dim"], c["tie_word_embe
 	[[ $stderr == *"'out' exists"* ]]
 }
 
+@test "a killed export leaves no output directory, only its temporary one" {
+	$PY "$MT_ROOT/tests/reference/hf_gpt2_logits.py" random big --layers 8 --hidden 512 --heads 8 --ffn 2048 \
+		--vocab 8000 --positions 64
+	mt-ckpt-reshard import -q --format hf-gpt2 big ck
+	mt-ckpt-reshard export -q --format hf-gpt2 ck out &
+	pid=$!
+	for _ in $(seq 1 1000); do compgen -G 'out.tmp.*' > /dev/null && break; sleep 0.005; done
+	kill -KILL "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 137 ]  # killed, not finished
+	[ ! -e out ]
+	[ -n "$(compgen -G 'out.tmp.*')" ]
+}
+
 @test "refusals: a format that cannot express the model names the option" {
 	run -2 --separate-stderr mt-ckpt-reshard export --format hf-gpt2 "$F/llama" out
 	[[ $stderr == *"--format hf-gpt2 cannot express this model: it uses --normalization RMSNorm"* ]]
