@@ -449,6 +449,20 @@ int mt_hf_import(const char *hfdir, const char *ckptdir, const struct mt_hf_impo
 
 	if (!vocab || !merges)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	{
+		/* never move the latest marker of a training run back to an import */
+		int64_t it = -1;
+		if (mt_ckpt_latest(ckptdir, &it, err) || it >= 0) {
+			if (it >= 0)
+				mt_err_set(err, MT_EXIT_USAGE, "'%s' already holds checkpoints (latest: iteration %lld): "
+					   "import into a new directory", ckptdir, (long long)it);
+			free(vocab);
+			free(merges);
+			json_decref(ta);
+			json_decref(src);
+			return -1;
+		}
+	}
 	if (mt_hf_load_dir(hfdir, o->format, o->divisible_by, o->seq_length, &l, err)) {
 		free(vocab);
 		free(merges);

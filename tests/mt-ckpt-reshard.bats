@@ -210,4 +210,7 @@ print(c["vocab_size"], c["num_key_value_heads"], c["head_dim"], c["tie_word_embe
 	run -2 --separate-stderr mt-ckpt-reshard import --format hf-gpt2 l ck
 	[[ $stderr == *"model_type \"llama\" is not what --format hf-gpt2 reads"* ]]
 	[ ! -e ck ]
+	# an existing checkpoint directory is not touched
+	run -2 --separate-stderr mt-ckpt-reshard import --format hf-llama miss "$F/llama"
+	[[ $stderr == *"already holds checkpoints (latest: iteration 4)"* ]]
 }
