@@ -507,6 +507,7 @@ int mt_hf_config_parse(const char *text, const char *path, enum mt_hf_format f, 
 	json_error_t je;
 	json_t *o = json_loads(text, 0, &je);
 	const char *mtype, *act;
+	json_t *rp = NULL;
 	int64_t L, h, np, ng, hd, ffn, pos, V;
 	int rc = -1;
 
@@ -557,9 +558,24 @@ int mt_hf_config_parse(const char *text, const char *path, enum mt_hf_format f, 
 			mt_err_set(err, MT_EXIT_USAGE, "config '%s': hidden_act \"%s\": mt's SwiGLU uses silu", path, act);
 			goto out;
 		}
-		if (rs && !json_is_null(rs)) {
-			mt_err_set(err, MT_EXIT_USAGE, "config '%s': rope_scaling is not supported", path);
-			goto out;
+		/* rotary scaling is not implemented; transformers may still write a "default" one,
+		 * and newer versions keep rope_theta in {"rope_parameters": {"rope_type", "rope_theta"}} */
+		rp = json_object_get(o, "rope_parameters");
+		for (int k = 0; k < 2; k++) {
+			json_t *x = k ? rp : rs;
+			const char *rt;
+			if (!x || json_is_null(x))
+				continue;
+			rt = json_string_value(json_object_get(x, "rope_type"));
+			if (!rt)
+				rt = json_string_value(json_object_get(x, "type"));
+			if (!json_is_object(x) || !rt || strcmp(rt, "default")) {
+				mt_err_set(err, MT_EXIT_USAGE, "config '%s': %s of type \"%s\" is not supported (rotary "
+					   "scaling is not implemented)", path, k ? "rope_parameters" : "rope_scaling", rt ? rt : "?");
+				goto out;
+			}
+			if (!json_is_number(json_object_get(o, "rope_theta")) && json_is_number(json_object_get(x, "rope_theta")))
+				rp = x;
 		}
 		if (json_is_number(json_object_get(o, "sliding_window")) || get_bool(o, "use_sliding_window", 0)) {
 			mt_err_set(err, MT_EXIT_USAGE, "config '%s': sliding-window attention is not supported", path);
@@ -573,7 +589,7 @@ int mt_hf_config_parse(const char *text, const char *path, enum mt_hf_format f, 
 		c->normalization = MT_NORM_RMSNORM;
 		c->position_embedding_type = MT_POS_ROPE;
 		c->norm_epsilon = get_real(o, "rms_norm_eps", 1e-6);
-		c->rotary_base = get_real(o, "rope_theta", 10000);
+		c->rotary_base = get_real(o, "rope_theta", json_is_object(rp) ? get_real(rp, "rope_theta", 10000) : 10000);
 		c->swiglu = 1;
 		c->add_bias_linear = get_bool(o, "attention_bias", 0);
 		c->untie_embeddings_and_output_weights = !get_bool(o, "tie_word_embeddings", 0);

@@ -115,8 +115,13 @@ print(c["vocab_size"], c["num_key_value_heads"], c["head_dim"], c["tie_word_embe
 	mt-logprobs lck --ids "$IDS" -o l.npy
 	run -0 $PY $R/hf_llama_logits.py compare l --ids "$IDS" --mt l.npy --tol 1e-4
 	echo "$output"
-	$PY $R/hf_llama_logits.py random t --tied --kv-heads 1
+	# newer transformers keep rope_theta in rope_parameters
+	$PY $R/hf_llama_logits.py random t --tied --kv-heads 1 --theta 500000
+	$PY -c 'import json; c = json.load(open("t/config.json")); del c["rope_theta"], c["rope_scaling"]
+c["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}; json.dump(c, open("t/config.json", "w"))'
 	mt-ckpt-reshard import -q --format hf-llama t tck
+	run -0 mt-ckpt-reshard inspect --json tck
+	[[ $output == *'"rotary-base": 500000'* ]]
 	mt-logprobs tck --ids "$IDS" -o t.npy
 	run -0 $PY $R/hf_llama_logits.py compare t --ids "$IDS" --mt t.npy --tol 1e-4
 	# the reference can fail: another model's log-probabilities do not pass
@@ -206,7 +211,7 @@ print(c["vocab_size"], c["num_key_value_heads"], c["head_dim"], c["tie_word_embe
 	[[ $stderr == *"tensor 'model.layers.0.mlp.extra.weight' has no place in a hf-llama model"* ]]
 	$PY -c 'import json; c = json.load(open("l/config.json")); c["rope_scaling"] = {"type": "linear", "factor": 2.0}; json.dump(c, open("l/config.json", "w"))'
 	run -2 --separate-stderr mt-ckpt-reshard import --format hf-llama l ck
-	[[ $stderr == *"rope_scaling is not supported"* ]]
+	[[ $stderr == *"rope_scaling of type \"linear\" is not supported"* ]]
 	run -2 --separate-stderr mt-ckpt-reshard import --format hf-gpt2 l ck
 	[[ $stderr == *"model_type \"llama\" is not what --format hf-gpt2 reads"* ]]
 	[ ! -e ck ]

@@ -51,7 +51,8 @@ def forward(cfg, w, ids):
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or h // nh
-    eps, theta = cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 10000.0)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    theta = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0)
     T = len(ids)
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
