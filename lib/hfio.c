@@ -40,16 +40,35 @@ int mt_hf_logprobs(const struct mt_config *c, const struct mt_params *p, const f
 		return -1;
 	}
 	mt_gpt_forward_f32(c, p, w, ids, tg, &a, NULL);
-	/* the forward pass leaves probabilities over the padded vocabulary: renormalize
-	 * over the real one, which is the log-softmax of the real logits */
+	/* The CPU forward pass leaves softmax probabilities over the padded vocabulary in
+	 * the buffer gpt.h calls logits: renormalized over the real vocabulary they give the
+	 * log-softmax of the real logits. Should that buffer hold raw logits one day (a row
+	 * that is not a distribution), the log-softmax is taken from them directly. */
 	pr = mt_gpt_logits_f32(&a);
 	for (int t = 0; t < T; t++) {
 		const float *row = pr + (int64_t)t * c->padded_vocab_size;
-		double s = 0;
-		for (int64_t v = 0; v < c->vocab_size; v++)
+		double s = 0, mx = -INFINITY;
+		int probs = 1;
+		for (int64_t v = 0; v < c->padded_vocab_size; v++) {
+			probs &= row[v] >= 0 && row[v] <= 1;
 			s += row[v];
+		}
+		probs &= fabs(s - 1) < 1e-3;
+		if (probs) {
+			s = 0;
+			for (int64_t v = 0; v < c->vocab_size; v++)
+				s += row[v];
+			for (int64_t v = 0; v < c->vocab_size; v++)
+				out[(int64_t)t * c->vocab_size + v] = log((double)row[v] / s);
+			continue;
+		}
 		for (int64_t v = 0; v < c->vocab_size; v++)
-			out[(int64_t)t * c->vocab_size + v] = log((double)row[v] / s);
+			mx = row[v] > mx ? row[v] : mx;
+		s = 0;
+		for (int64_t v = 0; v < c->vocab_size; v++)
+			s += exp((double)row[v] - mx);
+		for (int64_t v = 0; v < c->vocab_size; v++)
+			out[(int64_t)t * c->vocab_size + v] = (double)row[v] - mx - log(s);
 	}
 	mt_gpt_acts_free(&a);
 	free(tg);

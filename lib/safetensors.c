@@ -126,10 +126,11 @@ static int parse_header(struct mt_st_file *f, const char *hdr, uint64_t hlen, co
 	uint64_t at = 0;
 	int rc = -1;
 
-	if (!root || !json_is_object(root)) {
+	if (!root)
+		return mt_err_set(err, MT_EXIT_DATA, "safetensors file '%s': the header is not valid JSON: %s", f->path, je.text);
+	if (!json_is_object(root)) {
 		json_decref(root);
-		return mt_err_set(err, MT_EXIT_DATA, "safetensors file '%s': the header is not a JSON object%s%s", f->path,
-				  root ? "" : ": ", root ? "" : je.text);
+		return mt_err_set(err, MT_EXIT_DATA, "safetensors file '%s': the header is not a JSON object", f->path);
 	}
 	f->t = calloc(json_object_size(root) + 1, sizeof(*f->t));
 	if (!f->t)

@@ -130,7 +130,9 @@ int main(void)
 	{
 		float d[2] = { 1, 2 };
 		raw("notjson.safetensors", "{\"a\": [1, 2", -1, d, 8);
-		refused("notjson.safetensors", "not a JSON object", "a header that is not JSON");
+		refused("notjson.safetensors", "not valid JSON", "a header that is not JSON");
+		raw("array.safetensors", "[1, 2]  ", -1, NULL, 0);
+		refused("array.safetensors", "does not start with '{'", "a header that is not an object");
 		raw("short.safetensors", "", 0, NULL, 0);
 		{
 			FILE *fp = fopen(path_of("tiny.safetensors"), "wb");
@@ -163,7 +165,7 @@ int main(void)
 		raw("dup.safetensors",
 		    "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
 		    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", -1, d, 8);
-		refused("dup.safetensors", "not a JSON object", "a tensor named twice");
+		refused("dup.safetensors", "duplicate object key", "a tensor named twice");
 		ok(mt_st_open(&f, path_of("missing.safetensors"), &e) == -1 && e.code == MT_EXIT_IO, "a missing file is an I/O error");
 	}
 	{
