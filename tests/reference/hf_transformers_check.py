@@ -14,7 +14,9 @@ save_pretrained (fp32, bf16, and sharded with an index), imported by mt, then
      the same log-probabilities, and weights equal to the ones transformers saved;
   3. greedy continuation: transformers' generate() against the argmax of mt's
      log-probabilities, step by step (mt-logprobs on the growing sequence).
---ckpt adds an mt checkpoint of yours (exported, then compared with transformers);
+--ckpt adds an mt checkpoint of yours (exported, then compared with transformers; with a
+GPT-2 BPE tokenizer, its exported files are loaded by AutoTokenizer and checked against
+mt-tokenize decode);
 --hf-dir adds a Hugging Face directory of yours (e.g. a downloaded gpt2): imported, then
 compared. Prints one PASS/FAIL line per check with the largest difference, then
 PASS or FAIL; exits 0 or 1. Runs on the CPU in float64 (transformers' eager attention).
@@ -95,6 +97,22 @@ def check_greedy(name, model, ckpt, ids, tmp, steps=8):
           flush=True)
     if not same:
         failures.append(name + " greedy")
+
+
+def check_tokenizer(name, out, model):
+    """The exported GPT-2 tokenizer files load in transformers and agree with mt's decoder."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(out)
+    text = "Hello world: the quick brown fox, 1234 times.\n  Indented"
+    ids = tok.encode(text)
+    mt = run(os.path.join(ROOT, "bin", "mt-tokenize"), "decode", "--tokenizer-type", "GPT2BPETokenizer",
+             "--vocab-file", os.path.join(out, "vocab.json"), "--merge-file", os.path.join(out, "merges.txt"),
+             *map(str, ids)).stdout
+    same = tok.decode(ids) == text and mt.rstrip("\n") == text and tok.eos_token_id == model.config.eos_token_id
+    print("%s  %-72s %d ids, eos %s" % ("PASS" if same else "FAIL", name + ": tokenizer files (transformers, mt decode)",
+                                         len(ids), tok.eos_token_id), flush=True)
+    if not same:
+        failures.append(name + " tokenizer")
 
 
 def case(name, model, fmt, tmp, dtype=torch.float32, shard=None):
@@ -189,6 +207,8 @@ def main():
             report("%s: export loaded by transformers vs mt" % ck, diff(hf_logprobs(m, ids), mt_logprobs(ck, ids, tmp)),
                    a.tol)
             check_greedy(ck, m, ck, ids[:6], tmp)
+            if os.path.exists(os.path.join(out, "vocab.json")):
+                check_tokenizer(ck, out, m)
         for i, hd in enumerate(a.hf_dir):
             ck = os.path.join(tmp, "hf%d-ck" % i)
             run(RESHARD, "import", "-q", "--format", next(fmts), hd, ck)
