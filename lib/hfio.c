@@ -392,6 +392,7 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 	}
 	if (mt_st_write(mpath, ht.t, ht.n, meta, 2, err))
 		goto out_t;
+	mt_hf_tensors_free(&ht); /* the check reads the file, not this copy */
 	if (write_tokenizer(m, tmp, &tok, &r->tokenizer_files, err))
 		goto out_t;
 	cfg = mt_hf_config_json(&m->cfg, o->format, &tok);
