@@ -327,6 +327,29 @@ static int used_name(const struct mt_hf_tensors *names, int n, const char *name,
 	return 0;
 }
 
+/* A stored lm_head.weight of a tied model: 0 when it equals the embedding just read. */
+static int tied_copy_differs(const struct mt_config *c, const struct mt_params *p, const struct mt_st_tensor *t,
+			     const char *path, const float *w, struct mt_err *err)
+{
+	const struct mt_param *emb = mt_params_get(p, -1, MT_P_WORD_EMB);
+	int64_t n = c->vocab_size * c->hidden_size;
+	float *x;
+	int rc = 0;
+
+	if (t->ndim != 2 || t->shape[0] != c->vocab_size || t->shape[1] != c->hidden_size)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': tensor 'lm_head.weight' is not shaped as the embedding", path);
+	x = malloc((size_t)n * sizeof(float));
+	if (!x)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (mt_st_to_f32(t, x, n, path, err))
+		rc = -1;
+	else if (memcmp(x, w + emb->offset, (size_t)n * sizeof(float)) != 0)
+		rc = mt_err_set(err, MT_EXIT_DATA, "'%s': tensor 'lm_head.weight' differs from the word embedding, but the "
+				"config ties them (tie_word_embeddings)", path);
+	free(x);
+	return rc;
+}
+
 int mt_hf_import_tensors(const struct mt_config *c, const struct mt_params *p, const struct mt_st_set *s,
 			 enum mt_hf_format f, float *w, struct mt_err *err)
 {
@@ -394,8 +417,12 @@ int mt_hf_import_tensors(const struct mt_config *c, const struct mt_params *p, c
 			const char *name = s->f[i].t[j].name;
 			if (used_name(&used, used.n, name, f) || known_buffer(name, f))
 				continue;
-			if (!c->untie_embeddings_and_output_weights && !strcmp(name, "lm_head.weight"))
-				continue; /* tied: a copy of the embedding */
+			if (!c->untie_embeddings_and_output_weights && !strcmp(name, "lm_head.weight")) {
+				/* tied: a copy of the embedding, which it must be */
+				if (tied_copy_differs(c, p, &s->f[i].t[j], s->f[i].path, w, err))
+					goto out;
+				continue;
+			}
 			mt_err_set(err, MT_EXIT_DATA, "'%s': tensor '%s' has no place in a %s model with this config", s->f[i].path,
 				   name, mt_hf_format_name(f));
 			goto out;

@@ -209,6 +209,21 @@ c["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}; json.du
 	[[ $stderr == *"tensor 'model.norm.weight' has shape [10], the config says [64]"* ]]
 	run -3 --separate-stderr mt-ckpt-reshard import --format hf-llama extra ck
 	[[ $stderr == *"tensor 'model.layers.0.mlp.extra.weight' has no place in a hf-llama model"* ]]
+	# a tied model's stored lm_head must be the embedding
+	$PY $R/hf_gpt2_logits.py random g
+	cat > lm.py <<-PYEOF
+	import shutil, sys
+	sys.path.insert(0, "$R")
+	import hf_safetensors as st
+	w = st.read_file("g/model.safetensors")
+	for d, delta in (("same", 0.0), ("differs", 1.0)):
+	    shutil.copytree("g", d)
+	    st.write_dir(d, list(w.items()) + [("lm_head.weight", w["transformer.wte.weight"] + delta)])
+	PYEOF
+	$PY lm.py
+	run -0 mt-ckpt-reshard import -q --format hf-gpt2 same same-ck
+	run -3 --separate-stderr mt-ckpt-reshard import --format hf-gpt2 differs ck
+	[[ $stderr == *"tensor 'lm_head.weight' differs from the word embedding"* ]]
 	$PY -c 'import json; c = json.load(open("l/config.json")); c["rope_scaling"] = {"type": "linear", "factor": 2.0}; json.dump(c, open("l/config.json", "w"))'
 	run -2 --separate-stderr mt-ckpt-reshard import --format hf-llama l ck
 	[[ $stderr == *"rope_scaling of type \"linear\" is not supported"* ]]
