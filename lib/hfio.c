@@ -16,6 +16,7 @@
 #include "atomic.h"
 #include "ckpt.h"
 #include "gpt.h"
+#include "log.h"
 #include "safetensors.h"
 
 int mt_hf_logprobs(const struct mt_config *c, const struct mt_params *p, const float *w, const int32_t *ids, int T,
@@ -246,6 +247,11 @@ static int write_tokenizer(const struct mt_model *m, const char *dir, struct mt_
 	}
 	if (strcmp(m->tok_type, "GPT2BPETokenizer") || !m->tok_vocab_file || !m->tok_merge_file)
 		return 0;
+	if (access(m->tok_vocab_file, R_OK) != 0 || access(m->tok_merge_file, R_OK) != 0) {
+		mt_warn("no tokenizer files in the export: the checkpoint's '%s' or '%s' cannot be read (moved?); "
+			"copy vocab.json and merges.txt there yourself", m->tok_vocab_file, m->tok_merge_file);
+		return 0;
+	}
 	if (copy_file(m->tok_vocab_file, dir, "vocab.json", err) || copy_file(m->tok_merge_file, dir, "merges.txt", err))
 		return mt_err_prefix(err, "tokenizer recorded in '%s'", m->iterdir);
 	tok->bos = tok->eos = gpt2_eod(m->tok_vocab_file);

@@ -54,6 +54,18 @@ print(w["transformer.wte.weight"].shape, w["transformer.h.0.attn.c_attn.weight"]
 	echo "$output"
 }
 
+@test "export without the recorded tokenizer files warns and writes the model" {
+	cp "$F/tok-vocab.json" "$F/tok-merges.txt" .
+	mt-train -q --config "$MT_ROOT/share/configs/tiny.conf" --mock-data --tokenizer-type GPT2BPETokenizer \
+		--vocab-file "$PWD/tok-vocab.json" --merge-file "$PWD/tok-merges.txt" --micro-batch-size 2 \
+		--global-batch-size 2 --train-iters 1 --save ck
+	rm tok-vocab.json
+	run -0 --separate-stderr mt-ckpt-reshard export --format hf-gpt2 ck out
+	[[ $stderr == *"warning: no tokenizer files in the export"*"tok-vocab.json"* ]]
+	[ -f out/model.safetensors ]
+	[ ! -e out/vocab.json ]
+}
+
 @test "export hf-llama: an independent Llama (rotate_half, q/k/v and gate/up split) gives mt's log-probabilities" {
 	run -0 --separate-stderr mt-ckpt-reshard export --format hf-llama "$F/llama" out
 	[[ $stderr == *"checked:"* ]]
