@@ -376,9 +376,18 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 	static const char *const meta[] = { "format", "pt", "producer", "mt-ckpt-reshard export" };
 	int rc = -1;
 
+	char dir[PATH_MAX];
+	size_t dl;
+
 	memset(r, 0, sizeof(*r));
 	if (mt_hf_check(&m->cfg, o->format, err))
 		return -1;
+	/* "out/" names the directory "out": the temporary one goes beside it, not inside */
+	if ((dl = (size_t)snprintf(dir, sizeof(dir), "%s", outdir)) >= sizeof(dir))
+		return mt_err_set(err, MT_EXIT_USAGE, "output path too long: '%s'", outdir);
+	while (dl > 1 && dir[dl - 1] == '/')
+		dir[--dl] = 0;
+	outdir = dir;
 	if (stat(outdir, &sb) == 0 && !(S_ISDIR(sb.st_mode) && dir_is_empty(outdir)))
 		return mt_err_set(err, MT_EXIT_USAGE, "'%s' exists: remove it or choose another output directory", outdir);
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", outdir, (long)getpid()) >= sizeof(tmp))

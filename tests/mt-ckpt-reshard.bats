@@ -67,7 +67,7 @@ print(w["transformer.wte.weight"].shape, w["transformer.h.0.attn.c_attn.weight"]
 }
 
 @test "export hf-llama: an independent Llama (rotate_half, q/k/v and gate/up split) gives mt's log-probabilities" {
-	run -0 --separate-stderr mt-ckpt-reshard export --format hf-llama "$F/llama" out
+	run -0 --separate-stderr mt-ckpt-reshard export --format hf-llama "$F/llama" out/  # a trailing slash names the same directory
 	[[ $stderr == *"checked:"* ]]
 	run -0 $PY -c '
 import json; c = json.load(open("out/config.json"))
