@@ -5,6 +5,7 @@
 load helpers
 
 PY=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1
 IDS=3,1,4,1,5,9,2,6,5,35,89,79,0,99,42
 
 setup_file() {

@@ -25,6 +25,7 @@ import sys
 import numpy as np
 import torch
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_safetensors as st  # noqa: E402
 
