@@ -112,7 +112,7 @@ setup() {
 	run -0 mt-ckpt-reshard inspect --json ck/iter_0000003
 	python3 -c 'import json,sys; d = json.loads(sys.stdin.read()); assert d["iteration"] == 3, d' <<<"$output"
 	run -3 --separate-stderr mt-ckpt-reshard inspect "$F/mk_text_document.idx"
-	run -2 --separate-stderr mt-ckpt-reshard export --format hf-gpt2 ck out
+	run -2 --separate-stderr mt-ckpt-reshard --load ck --save out --target-tensor-parallel-size 2
 	[[ $stderr == *"not available yet"* ]]
 }
 
