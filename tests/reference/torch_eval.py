@@ -24,6 +24,7 @@ import math
 import os
 import re
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -87,41 +88,49 @@ def logits_of(model, tokens):
     B, T = tokens.shape
     x = model.wte(tokens)
     if model.wpe is not None:
-        x = x + model.wpe(torch.arange(T))
+        x = x + model.wpe(torch.arange(T, device=tokens.device))
     rope = model.rope_tables(T, x.dtype) if model.rope else None
+    if rope is not None:
+        rope = tuple(r.to(tokens.device) for r in rope)
     for layer in model.layers:
         x = layer(x, rope)
     x = model.lnf(x)
     return F.linear(x, model.out.weight if model.out is not None else model.wte.weight)
 
 
-def wikitext(model, bpe, path, L, overlap):
+def wikitext(model, bpe, path, L, overlap, B=1, device="cpu"):
     raw = open(path, "rb").read().decode("utf-8")
     n_orig = len(raw.strip().split(" "))
     toks = bpe.encode(raw)  # no detokenizer: mt-eval applies none either
     n_tok = len(toks)
     o = max(1, overlap or L)
     windows = max(math.ceil(max(n_tok - 1 - o, 0) / o) + 1, 1)
+    rows, masks = [], []
+    for k in range(windows):
+        seq = toks[k * o: k * o + L + 1]
+        mask = [1] * len(seq)
+        seq = seq + [bpe.eod] * (L + 1 - len(seq))
+        mask = (mask + [0] * (L + 1 - len(mask)))[1:]
+        if k > 0 and o != L:
+            mask[:-o] = [0] * (L - o)
+        rows.append(seq)
+        masks.append(mask)
     total, counted = 0.0, 0
+    t0 = time.perf_counter()
     with torch.no_grad():
-        for k in range(windows):
-            seq = toks[k * o: k * o + L + 1]
-            mask = [1] * len(seq)
-            seq = seq + [bpe.eod] * (L + 1 - len(seq))
-            mask = (mask + [0] * (L + 1 - len(mask)))[1:]
-            if k > 0 and o != L:
-                mask[:-o] = [0] * (L - o)
-            t = torch.tensor([seq])
+        for i in range(0, windows, B):  # B windows per forward pass, as mt-eval's --micro-batch-size
+            t = torch.tensor(rows[i: i + B], device=device)
+            m = torch.tensor(masks[i: i + B], dtype=torch.float64, device=device)
             lg = logits_of(model, t[:, :-1])
-            ce = F.cross_entropy(lg[0].double(), t[0, 1:], reduction="none")
-            m = torch.tensor(mask, dtype=torch.float64)
-            total += float((ce * m).sum())
+            ce = F.cross_entropy(lg.reshape(-1, lg.shape[-1]).double(), t[:, 1:].reshape(-1), reduction="none")
+            total += float((ce * m.reshape(-1)).sum())
             counted += int(m.sum())
+    seconds = time.perf_counter() - t0
     loss = total / (n_tok - 1)
     ratio = (n_tok - 1) / (n_orig - 1)
     return {"task": "wikitext", "token_loss": loss, "token_ppl": math.exp(min(20, loss)),
             "word_ppl": math.exp(min(20, loss * ratio)), "token_word_ratio": ratio, "tokens": counted,
-            "words": n_orig, "windows": windows}
+            "words": n_orig, "windows": windows, "seconds": seconds, "positions": windows * L}
 
 
 def lambada(model, bpe, path, L):
@@ -167,18 +176,22 @@ def main():
     ap.add_argument("--wikitext")
     ap.add_argument("--lambada")
     ap.add_argument("--overlapping-eval", type=int, default=32)
+    ap.add_argument("--micro-batch-size", type=int, default=1, help="windows per forward pass (--wikitext)")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda on the GPU machine (--wikitext)")
     a = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     cfg, w = read_ckpt(a.ckpt)
     model = GPT(cfg)
     names = Names(model)
     for name in names.map:
         names.load(name, w[name])
     model.eval()
+    model.to(a.device)
     bpe = BPE(a.vocab_file, a.merge_file)
     L = cfg["seq-length"]
     if a.wikitext:
-        print(json.dumps(wikitext(model, bpe, a.wikitext, L, a.overlapping_eval)))
+        print(json.dumps(wikitext(model, bpe, a.wikitext, L, a.overlapping_eval, a.micro_batch_size, a.device)))
     if a.lambada:
         print(json.dumps(lambada(model, bpe, a.lambada, L)))
     return 0
