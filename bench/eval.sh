@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DOCS=${DOCS:-40} SEQ=${SEQ:-256} STRIDE=${STRIDE:-256} MBS=${MBS:-4} DEVICE=${DEVICE:-cpu}
-THREADS=${THREADS:-$(nproc)} CONF=${CONF:-share/configs/gpt2-small.conf}
+NCPU=$(nproc --all)
+THREADS=${THREADS:-$NCPU} CONF=${CONF:-share/configs/gpt2-small.conf}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 export OMP_NUM_THREADS=$THREADS
@@ -35,7 +36,7 @@ bin/mt-eval -q --load "$W/ck" --wikitext "$W/text.txt" --overlapping-eval "$STRI
 	--merge-file "$W/bpe-merges.txt" --wikitext "$W/text.txt" --overlapping-eval "$STRIDE" \
 	--micro-batch-size "$MBS" --threads "$THREADS" --device "$DEVICE" > "$W/torch.json"
 
-echo "# $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(date -u +%F), device $DEVICE, threads $THREADS"
+echo "# $NCPU CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(date -u +%F), device $DEVICE, threads $THREADS"
 python3 - "$W/mt.json" "$W/torch.json" "$CONF" <<'PY'
 import json, sys
 mt, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))

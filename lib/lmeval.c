@@ -44,23 +44,21 @@ static int batch(struct mt_lmeval *e, int64_t n, const int32_t *rows, const uint
 	int64_t T = e->T, V = e->c->padded_vocab_size, vocab = e->c->vocab_size;
 	const float *p;
 
-	for (int64_t b = 0; b < e->B; b++)
+	for (int64_t b = 0; b < n; b++)
 		for (int64_t j = 0; j < T; j++) {
-			int32_t x = 0, y = -1;
-			if (b < n) {
-				const int32_t *r = rows + b * (T + 1);
-				x = r[j] < 0 ? 0 : r[j];
-				y = r[j + 1];
-				if (mask && !mask[b * T + j])
-					y = -1;
-				if (r[j] >= vocab || (y >= 0 && y >= vocab))
-					return mt_err_set(err, MT_EXIT_DATA, "token id %d is not below the vocabulary size %lld",
-							  r[j] >= vocab ? r[j] : y, (long long)vocab);
-			}
-			e->tok[b * T + j] = x;
-			e->tgt[b * T + j] = y;
+			const int32_t *r = rows + b * (T + 1);
+			int32_t y = mask && !mask[b * T + j] ? -1 : r[j + 1];
+			if (r[j] >= vocab || y >= vocab)
+				return mt_err_set(err, MT_EXIT_DATA, "token id %d is not below the vocabulary size %lld",
+						  r[j] >= vocab ? r[j] : y, (long long)vocab);
+			e->tok[b * T + j] = r[j] < 0 ? 0 : r[j];
+			e->tgt[b * T + j] = y < 0 ? -1 : y;
 		}
+	/* a last, partial micro-batch runs as a smaller one: the forward pass lays its
+	 * activations out by acts.B, in the prefix of each buffer */
+	e->acts.B = (int)n;
 	mt_gpt_forward_f32(e->c, e->t, e->w, e->tok, e->tgt, &e->acts, NULL);
+	e->acts.B = e->B;
 	p = mt_gpt_logits_f32(&e->acts); /* the softmax, after the forward pass */
 	for (int64_t b = 0; b < n; b++) {
 		struct mt_lmeval_row *o = &out[b];

@@ -63,10 +63,19 @@ assert out["dataset_hash"].startswith("sha256:") and len(out["dataset_hash"]) ==
 assert out["seconds"] >= 0' "$it" "$output" "$F/log.jsonl"
 	done
 	# the same samples give the same hash whatever the micro-batch size; other samples another
-	h1=$(mt-eval -q --load "$F/ck" --valid --json --micro-batch-size 3 | python3 -c 'import json,sys; print(json.load(sys.stdin)["dataset_hash"])')
-	h2=$(mt-eval -q --load "$F/ck" --valid --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["dataset_hash"])')
+	# (and the same loss: the last micro-batch of 3 x 10 + 2 runs as a batch of 2)
+	mt-eval -q --load "$F/ck" --valid --json --micro-batch-size 3 > mb3.json
+	mt-eval -q --load "$F/ck" --valid --json > mb4.json
+	check 'import json; a, b = (json.load(open(f))["metrics"]["loss"] for f in ("mb3.json", "mb4.json")); assert abs(a - b) <= 1e-6 * b, (a, b)'
+	h1=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["dataset_hash"])' < mb3.json)
+	h2=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["dataset_hash"])' < mb4.json)
 	h3=$(mt-eval -q --load "$F/ck" --valid --json --first-sample 8 | python3 -c 'import json,sys; print(json.load(sys.stdin)["dataset_hash"])')
 	[ "$h1" = "$h2" ] && [ "$h1" != "$h3" ]
+	# a blend given here replaces the recorded data path: other samples, a finite loss
+	run -0 mt-eval -q --load "$F/ck" --data-path 0.3 "$F/c_text_document" 0.7 "$F/c_text_document" --json
+	check 'import json, sys, math
+d = json.loads(sys.argv[1])
+assert d["task"] == "valid" and math.isfinite(d["metrics"]["loss"]) and d["dataset_hash"] != sys.argv[2], d' "$output" "$h2"
 	# --test and --eval-samples: the test split, 5 samples
 	run -0 mt-eval -q --load "$F/ck" --test --eval-samples 5 --json
 	check 'import json,sys; d = json.loads(sys.argv[1]); assert d["task"] == "test" and d["tokens"] == 5 * 64, d' "$output"

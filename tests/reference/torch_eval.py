@@ -13,10 +13,15 @@ Python's `re`: letters are [^\\W\\d_], digits \\d, which agrees with \\p{L}/\\p{
 tests' text). Prints one JSON object per task per line, in mt-eval's metric names:
 
   wikitext: token_loss, token_ppl, word_ppl, token_word_ratio, tokens (targets), words,
-            windows;
+            windows, seconds (the forward passes only), positions (windows x seq-length);
   lambada:  accuracy, accuracy_strict, examples, correct, correct_strict, and
             min_margin: the smallest gap between the best and second-best logit at any
             answer position (a decision closer than rounding could go either way).
+
+With --hf DIR the same windows and rows go through the Hugging Face model that
+mt-ckpt-reshard export wrote (transformers is installed on the GPU machine): the issue's
+proof that mt-eval's perplexity equals PyTorch's on the exported model. bench/eval.sh uses
+--micro-batch-size, --threads and --device for the timing.
 """
 import argparse
 import json
@@ -84,7 +89,10 @@ class BPE:
 
 
 def logits_of(model, tokens):
-    """The model's logits [B, T, V]: torch_gpt.GPT's forward up to the output layer."""
+    """The model's logits [B, T, V]: torch_gpt.GPT's forward up to the output layer (or a
+    transformers model's logits, with --hf)."""
+    if not isinstance(model, GPT):
+        return model(input_ids=tokens).logits.float()
     B, T = tokens.shape
     x = model.wte(tokens)
     if model.wpe is not None:
@@ -170,7 +178,11 @@ def lambada(model, bpe, path, L):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("ckpt", help="an iteration's model.h5")
+    ap.add_argument("ckpt", help="an iteration's model.h5 (its config gives seq-length with --hf too)")
+    ap.add_argument("--hf", metavar="DIR",
+                    help="score with transformers' AutoModelForCausalLM from DIR (mt-ckpt-reshard export) instead of "
+                         "the torch_gpt model; its vocabulary is unpadded, so the softmax lacks the padding rows "
+                         "that mt and Megatron include (a small, reported difference)")
     ap.add_argument("--vocab-file", required=True)
     ap.add_argument("--merge-file", required=True)
     ap.add_argument("--wikitext")
@@ -182,10 +194,14 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cfg, w = read_ckpt(a.ckpt)
-    model = GPT(cfg)
-    names = Names(model)
-    for name in names.map:
-        names.load(name, w[name])
+    if a.hf:
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained(a.hf, torch_dtype=torch.float32)
+    else:
+        model = GPT(cfg)
+        names = Names(model)
+        for name in names.map:
+            names.load(name, w[name])
     model.eval()
     model.to(a.device)
     bpe = BPE(a.vocab_file, a.merge_file)
