@@ -563,7 +563,12 @@ static char *result_json(const struct mt_model *m, const struct result *r)
 	json_t *o = json_object(), *mt = json_object();
 	char *s;
 
-	json_object_set_new(o, "checkpoint", json_string(m->iterdir));
+	{
+		/* absolute, so ledger lines stay meaningful wherever they are read */
+		char *abs = realpath(m->iterdir, NULL);
+		json_object_set_new(o, "checkpoint", json_string(abs ? abs : m->iterdir));
+		free(abs);
+	}
 	json_object_set_new(o, "iteration", json_integer(m->iteration));
 	json_object_set_new(o, "task", json_string(r->task));
 	for (int i = 0; i < r->nm; i++)
