@@ -14,6 +14,7 @@
 
 #include "../lib/bpe.h"
 #include "../lib/ckpt.h"
+#include "../lib/detok.h"
 #include "../lib/dataplan.h"
 #include "../lib/ledger.h"
 #include "../lib/lmeval.h"
@@ -45,7 +46,7 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_LOAD = 256, O_WATCH, O_LEDGER, O_WAIT, O_VALID, O_TEST, O_WIKITEXT, O_LAMBADA, O_OVERLAP, O_MBS,
-	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE,
+	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE, O_DETOK,
 };
 
 static const struct mt_option opts[] = {
@@ -56,6 +57,7 @@ static const struct mt_option opts[] = {
 	{ "valid", 0, MT_ARG_NONE, O_VALID, NULL, "loss and perplexity on the valid split" },
 	{ "test", 0, MT_ARG_NONE, O_TEST, NULL, "loss and perplexity on the test split" },
 	{ "wikitext", 0, MT_ARG_REQUIRED, O_WIKITEXT, "FILE", "perplexity of a raw text file (strided windows)" },
+	{ "detokenizer", 0, MT_ARG_REQUIRED, O_DETOK, "NAME", "for --wikitext: auto (by the path, as Megatron), none, wikitext, ptb, lambada" },
 	{ "lambada", 0, MT_ARG_REQUIRED, O_LAMBADA, "FILE", "cloze accuracy on JSON lines {\"text\": ...}" },
 	{ "overlapping-eval", 0, MT_ARG_REQUIRED, O_OVERLAP, "N", "window stride of --wikitext (default 32, at most seq-length)" },
 	{ "micro-batch-size", 0, MT_ARG_REQUIRED, O_MBS, "B", "rows per forward pass (default 4)" },
@@ -78,6 +80,7 @@ struct cli {
 	char **argv;
 	const char *load, *watch, *ledger, *wikitext, *lambada, *device;
 	int wait, json, quiet, task[T_N];
+	int detok;                          /* -1: auto */
 	long long overlap, mbs, eval_samples, first_sample;
 	int data_sources;                   /* a data source flag on the command line */
 	char given[64][64];                 /* data flags on the command line, by name */
@@ -386,8 +389,9 @@ static void task_wikitext(const struct cli *c, const struct mt_model *m, struct 
 	struct mt_err e = { 0 };
 	struct sha256_ctx h;
 	struct meter mtr;
-	size_t n;
-	char *text = read_file(c->wikitext, &n);
+	size_t n, dn;
+	char *text = read_file(c->wikitext, &n), *detok;
+	enum mt_detok kind;
 	int64_t L = m->cfg.seq_length, B = c->mbs, o = c->overlap, words, nw, count = 0;
 	double sum = 0, loss, ratio;
 	int32_t *rows = malloc((size_t)(B * (L + 1)) * sizeof(*rows));
@@ -401,8 +405,14 @@ static void task_wikitext(const struct cli *c, const struct mt_model *m, struct 
 	sha256_update(&h, n, (const uint8_t *)text);
 	hex_digest(&h, r->hash);
 	tok_open(c, m, &t);
-	words = mt_zs_word_count(text, n);
-	encode(&t, text, n, &toks, c->wikitext);
+	words = mt_zs_word_count(text, n); /* before detokenizing, as Megatron counts */
+	kind = c->detok >= 0 ? (enum mt_detok)c->detok : mt_detok_for_path(c->wikitext);
+	if (mt_detok_apply(kind, text, n, &detok, &dn, &e)) {
+		mt_err_prefix(&e, "'%s'", c->wikitext);
+		mt_die_err(&e);
+	}
+	encode(&t, detok, dn, &toks, c->wikitext);
+	free(detok);
 	if (toks.n < 2)
 		mt_die(MT_EXIT_DATA, "'%s': %zu tokens: nothing to predict", c->wikitext, toks.n);
 	nw = mt_zs_windows((int64_t)toks.n, o);
@@ -436,8 +446,9 @@ static void task_wikitext(const struct cli *c, const struct mt_model *m, struct 
 	r->mval[3] = ratio;
 	r->tokens = count;
 	r->hash_of = "bytes of the file";
-	r->extra = json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", c->wikitext, "words", (json_int_t)words, "windows",
-			     (json_int_t)nw, "overlapping_eval", (json_int_t)o, "seq_length", (json_int_t)L);
+	r->extra = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "file", c->wikitext, "detokenizer", mt_detok_names[kind],
+			     "words", (json_int_t)words, "windows", (json_int_t)nw, "overlapping_eval", (json_int_t)o,
+			     "seq_length", (json_int_t)L);
 	mt_ids_free(&toks);
 	tok_close(&t);
 	free(text), free(rows), free(mask), free(out);
@@ -711,6 +722,7 @@ int main(int argc, char **argv)
 	c.overlap = 32;
 	c.mbs = 4;
 	c.eval_samples = -1;
+	c.detok = -1;
 	mt_dataopts_init(&d);
 	if (mt_opt_init(&o, &info, opts, argc, argv))
 		mt_die_err(&o.err);
@@ -738,6 +750,12 @@ int main(int argc, char **argv)
 		case O_EVAL_SAMPLES: c.eval_samples = num(&o, 1); break;
 		case O_FIRST_SAMPLE: c.first_sample = num(&o, 0); break;
 		case O_JSON: c.json = 1; break;
+		case O_DETOK:
+			if (!strcmp(o.arg, "auto"))
+				c.detok = -1;
+			else if ((c.detok = mt_detok_parse(o.arg)) < 0)
+				mt_die_usage(&o, "--detokenizer must be auto, none, wikitext, ptb or lambada, not '%s'", o.arg);
+			break;
 		case O_DEVICE:
 			if (strcmp(o.arg, "cpu"))
 				mt_die_usage(&o, "--device %s: only cpu in this version (the CUDA backend is coming)", o.arg);

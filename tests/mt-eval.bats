@@ -18,9 +18,21 @@ setup_file() {
 		--eval-interval 50 --eval-iters 4 --save ck --save-interval 50 --log-interval 50 --log-json log.jsonl
 	# a WikiText-like text file and LAMBADA-like JSON lines (the answer is named earlier in the text)
 	python3 - <<'EOF'
-import json
+import json, re
 docs = [json.loads(l)["text"] for l in open("c.jsonl")]
 open("wiki.txt", "w").write(" ".join(docs[:40]) + "\n")
+# the same stories tokenized the way WikiText is, for Megatron's detokenizer (chosen by "wiki" in the name)
+def wikify(t):
+    for a, b in ((", ", " , "), (". ", " . "), (": ", " : "), ("'s", " 's"), ("(", "( "), (")", " )"),
+                 ("\u201c", '" '), ("\u201d", ' "')):
+        t = t.replace(a, b)
+    return re.sub(r"([0-9]+)", r"\1 @,@ 500", t)
+lines = []
+for i, d in enumerate(docs[40:80]):
+    if i % 10 == 0:
+        lines.append(f" = = Part {i // 10} = = ")
+    lines.append(" " + wikify(d) + " ")
+open("wiki.test.tokens", "w").write("\n".join(lines) + "\n")
 with open("lambada.jsonl", "w") as f:
     for t in docs[1500:1620]:
         i = t.find(" looked at ")
@@ -104,6 +116,24 @@ if r["min_margin"] > 1e-4:
 assert 0 < r["correct_strict"] < r["examples"] and 0 < r["correct"] < r["examples"], r
 for k in ("accuracy", "accuracy_strict"):
     assert abs(l["metrics"][k] - r[k]) <= 1e-12, k'
+}
+
+@test "--wikitext applies Megatron's detokenizer chosen by the path, as the PyTorch reference does" {
+	need_torch
+	run -0 mt-eval -q --load "$F/ck" --wikitext "$F/wiki.test.tokens" --json
+	echo "$output" > mt.json
+	run -0 mt-eval -q --load "$F/ck" --wikitext "$F/wiki.test.tokens" --json --detokenizer none
+	echo "$output" > none.json
+	"$MT_ROOT/tests/reference/torch_eval.py" "$F/ck/iter_0000150/model.h5" --vocab-file "$F/bpe-vocab.json" \
+		--merge-file "$F/bpe-merges.txt" --wikitext "$F/wiki.test.tokens" --micro-batch-size 4 > ref.json
+	cat mt.json none.json ref.json
+	check 'import json
+mt, none, ref = (json.load(open(f)) for f in ("mt.json", "none.json", "ref.json"))
+assert mt["detokenizer"] == ref["detokenizer"] == "wikitext" and none["detokenizer"] == "none"
+assert none["tokens"] > mt["tokens"] + 100, "the detokenizer removes spaces, so fewer tokens"
+assert mt["tokens"] == ref["tokens"] and mt["words"] == ref["words"] == none["words"], (mt, ref)
+for k in ("token_loss", "word_ppl"):
+    assert abs(mt["metrics"][k] - ref[k]) <= 1e-5 * ref[k], (k, mt["metrics"][k], ref[k])'
 }
 
 @test "the human table labels token and word perplexity; -q keeps stderr quiet; --json is one object per task" {

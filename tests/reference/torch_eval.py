@@ -88,6 +88,46 @@ class BPE:
         return out
 
 
+# Megatron's zero-shot detokenizers, as the rules of lib/detok.h describe them, chosen by a
+# substring of the path (the first of "ptb", "wiki", "lambada" found).
+def detok_wikitext(s):
+    s = s.replace("s '", "s'")
+    s = re.sub(r"/' [0-9]/", "/'[0-9]/", s)
+    for a, b in ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), (" : ", ": "), (" ; ", "; "), (" . ", ". "),
+                 (" ! ", "! "), (" ? ", "? "), (" , ", ", ")):
+        s = s.replace(a, b)
+    s = re.sub(r"\(\s*([^\)]*?)\s*\)", r"(\1)", s)
+    s = re.sub(r"\[\s*([^\]]*?)\s*\]", r"[\1]", s)
+    s = re.sub(r"{\s*([^}]*?)\s*}", r"{\1}", s)
+    s = re.sub(r"\"\s*([^\"]*?)\s*\"", r'"\1"', s)
+    s = re.sub(r"'\s*([^']*?)\s*'", r"'\1'", s)
+    for a, b in (("= = = =", "===="), ("= = =", "==="), ("= =", "=="), (" \u00b0 ", "\u00b0"), (" \n", "\n"),
+                 ("\n ", "\n"), (" N ", " 1 "), (" 's", "'s")):
+        s = s.replace(a, b)
+    return s
+
+
+def detok_ptb(s):
+    for a, b in ((" '", "'"), (" \n", "\n"), ("\n ", "\n"), (" n't", "n't"), (" N ", "1 "), ("$ 1", "$1"),
+                 ("# 1", "#1")):
+        s = s.replace(a, b)
+    return s
+
+
+def detok_lambada(s):
+    return "\n" + s.replace("\u201c", '"').replace("\u201d", '"').strip()
+
+
+DETOK = {"none": lambda s: s, "wikitext": detok_wikitext, "ptb": detok_ptb, "lambada": detok_lambada}
+
+
+def detok_for_path(path):
+    for key, name in (("ptb", "ptb"), ("wiki", "wikitext"), ("lambada", "lambada")):
+        if key in path:
+            return name
+    return "none"
+
+
 def logits_of(model, tokens):
     """The model's logits [B, T, V]: torch_gpt.GPT's forward up to the output layer (or a
     transformers model's logits, with --hf)."""
@@ -106,10 +146,11 @@ def logits_of(model, tokens):
     return F.linear(x, model.out.weight if model.out is not None else model.wte.weight)
 
 
-def wikitext(model, bpe, path, L, overlap, B=1, device="cpu"):
+def wikitext(model, bpe, path, L, overlap, B=1, device="cpu", detok="auto"):
     raw = open(path, "rb").read().decode("utf-8")
     n_orig = len(raw.strip().split(" "))
-    toks = bpe.encode(raw)  # no detokenizer: mt-eval applies none either
+    detok = detok_for_path(path) if detok == "auto" else detok
+    toks = bpe.encode(DETOK[detok](raw))
     n_tok = len(toks)
     o = max(1, overlap or L)
     windows = max(math.ceil(max(n_tok - 1 - o, 0) / o) + 1, 1)
@@ -138,7 +179,8 @@ def wikitext(model, bpe, path, L, overlap, B=1, device="cpu"):
     ratio = (n_tok - 1) / (n_orig - 1)
     return {"task": "wikitext", "token_loss": loss, "token_ppl": math.exp(min(20, loss)),
             "word_ppl": math.exp(min(20, loss * ratio)), "token_word_ratio": ratio, "tokens": counted,
-            "words": n_orig, "windows": windows, "seconds": seconds, "positions": windows * L}
+            "words": n_orig, "windows": windows, "seconds": seconds, "positions": windows * L,
+            "detokenizer": detok}
 
 
 def lambada(model, bpe, path, L):
@@ -188,6 +230,7 @@ def main():
     ap.add_argument("--wikitext")
     ap.add_argument("--lambada")
     ap.add_argument("--overlapping-eval", type=int, default=32)
+    ap.add_argument("--detokenizer", default="auto", choices=["auto"] + list(DETOK))
     ap.add_argument("--micro-batch-size", type=int, default=1, help="windows per forward pass (--wikitext)")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda on the GPU machine (--wikitext)")
@@ -207,7 +250,8 @@ def main():
     bpe = BPE(a.vocab_file, a.merge_file)
     L = cfg["seq-length"]
     if a.wikitext:
-        print(json.dumps(wikitext(model, bpe, a.wikitext, L, a.overlapping_eval, a.micro_batch_size, a.device)))
+        print(json.dumps(wikitext(model, bpe, a.wikitext, L, a.overlapping_eval, a.micro_batch_size, a.device,
+                                  a.detokenizer)))
     if a.lambada:
         print(json.dumps(lambada(model, bpe, a.lambada, L)))
     return 0

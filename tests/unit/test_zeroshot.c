@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../lib/detok.h"
 #include "../../lib/ledger.h"
 #include "../../lib/zeroshot.h"
 #include "tap.h"
@@ -143,8 +144,35 @@ static void test_ledger_repair_and_lock(void)
 	(void)!system(buf);
 }
 
+static void detok_is(enum mt_detok k, const char *in, const char *want)
+{
+	struct mt_err e = { 0 };
+	char *out = NULL;
+	size_t n;
+
+	ok(mt_detok_apply(k, in, strlen(in), &out, &n, &e) == 0 && n == strlen(out), "detokenize: %s", e.msg);
+	is_str(out, want, "%s rules give the expected text", mt_detok_names[k]);
+	free(out);
+}
+
+static void test_detok_rules(void)
+{
+	detok_is(MT_DETOK_WIKITEXT, " = = Title = = \n The 1 @,@ 000 cats ( and dogs ) said \" hi \" , and it 's N @-@ 1 . \n",
+		 " == Title ==\nThe 1,000 cats (and dogs) said \"hi\", and it's N-1.\n");
+	detok_is(MT_DETOK_WIKITEXT, "a { b } [ c ] 20 \xc2\xb0 C", "a {b} [c] 20\xc2\xb0" "C");
+	detok_is(MT_DETOK_PTB, "it is n't $ 1 \n N years", "it isn't $1\nN years");
+	detok_is(MT_DETOK_PTB, "it is n't $ 1 , N years", "it isn't $1 ,1 years");
+	detok_is(MT_DETOK_LAMBADA, "  \xe2\x80\x9chi\xe2\x80\x9d  \n", "\n\"hi\"");
+	detok_is(MT_DETOK_NONE, " a , b ", " a , b ");
+	is_int(mt_detok_for_path("data/wikitext-103/wiki.test.tokens"), MT_DETOK_WIKITEXT, "wiki in the path");
+	is_int(mt_detok_for_path("ptb/wiki.txt"), MT_DETOK_PTB, "ptb first");
+	is_int(mt_detok_for_path("lambada_test.jsonl"), MT_DETOK_LAMBADA, "lambada");
+	is_int(mt_detok_for_path("text.txt"), MT_DETOK_NONE, "none");
+}
+
 int main(void)
 {
+	test_detok_rules();
 	test_zeroshot_windows_cover_once();
 	test_zeroshot_window_padding();
 	test_zeroshot_words();
