@@ -622,8 +622,14 @@ static void eval_checkpoint(const struct cli *c, const char *path, const int *wa
 	struct mt_lmeval ev;
 	struct mt_err e = { 0 };
 
-	if (mt_model_open(&m, path, &e))
+	if (mt_model_open(&m, path, &e)) {
+		if (ledger && access(path, F_OK)) {
+			/* removed while we read it (mt-train --keep-last): not an error of ours */
+			mt_warn("'%s' was removed while being read: skipped", path);
+			return;
+		}
 		mt_die_err(&e);
+	}
 	if (mt_lmeval_init(&ev, &m.cfg, &m.params, m.w, (int)c->mbs, &e))
 		mt_die_err(&e);
 	if (!c->quiet)
