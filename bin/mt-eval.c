@@ -1,8 +1,8 @@
 /* mt-eval: validation loss, WikiText-style perplexity and LAMBADA-style cloze accuracy
  * of checkpoints, one at a time (--load) or every new one under a directory (--watch),
  * with a ledger for cron. Options and orchestration only: the samples come from
- * dataplan.c, windows and cloze rows from zeroshot.c, scores from lmeval.c, the ledger
- * from ledger.c. */
+ * dataplan.c, the text tasks from evaltext.c (zeroshot.c's windows and cloze rows,
+ * detok.c's detokenizers), scores from lmeval.c, the ledger from ledger.c. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/bpe.h"
 #include "../lib/ckpt.h"
 #include "../lib/detok.h"
+#include "../lib/evaltext.h"
 #include "../lib/dataplan.h"
 #include "../lib/ledger.h"
 #include "../lib/lmeval.h"
@@ -22,8 +22,6 @@
 #include "../lib/model.h"
 #include "../lib/progress.h"
 #include "../lib/tokenizer.h"
-#include "../lib/utf8.h"
-#include "../lib/zeroshot.h"
 #include "dataopts.h"
 #include "tool.h"
 
@@ -369,202 +367,89 @@ static void tok_close(struct text_tok *t)
 	mt_tokenizer_free(&t->tk);
 }
 
-static void encode(struct text_tok *t, const char *s, size_t n, struct mt_ids *out, const char *where)
+static void meter_cb(void *ctx, int64_t done, int64_t total)
 {
-	struct mt_err e = { 0 };
-
-	out->n = 0;
-	if (mt_utf8_valid_prefix(s, n) != n)
-		mt_die(MT_EXIT_DATA, "%s: not valid UTF-8", where);
-	if (mt_bpe_encode(&t->bpe, s, n, out, &e)) {
-		mt_err_prefix(&e, "%s", where);
-		mt_die_err(&e);
-	}
+	meter_update(ctx, done, total);
 }
 
 static void task_wikitext(const struct cli *c, const struct mt_model *m, struct mt_lmeval *ev, struct result *r)
 {
 	struct text_tok t;
-	struct mt_ids toks = { 0 };
 	struct mt_err e = { 0 };
 	struct sha256_ctx h;
 	struct meter mtr;
-	size_t n, dn;
-	char *text = read_file(c->wikitext, &n), *detok;
-	enum mt_detok kind;
-	int64_t L = m->cfg.seq_length, B = c->mbs, o = c->overlap, words, nw, count = 0;
-	double sum = 0, loss, ratio;
-	int32_t *rows = malloc((size_t)(B * (L + 1)) * sizeof(*rows));
-	uint8_t *mask = malloc((size_t)(B * L));
-	struct mt_lmeval_row *out = malloc((size_t)B * sizeof(*out));
+	struct mt_wikitext_result w;
+	size_t n;
+	char *text = read_file(c->wikitext, &n);
+	enum mt_detok kind = c->detok >= 0 ? (enum mt_detok)c->detok : mt_detok_for_path(c->wikitext);
+	struct mt_evaltext x = { ev, &t.bpe, 0, meter_cb, &mtr };
 
-	if (o > L)
-		mt_die(MT_EXIT_USAGE, "--overlapping-eval %lld is more than the seq-length %lld: targets would be skipped",
-		       (long long)o, (long long)L);
+	if (c->overlap > m->cfg.seq_length)
+		mt_die(MT_EXIT_USAGE, "--overlapping-eval %lld is more than the seq-length %d: targets would be skipped",
+		       c->overlap, m->cfg.seq_length);
 	sha256_init(&h);
 	sha256_update(&h, n, (const uint8_t *)text);
 	hex_digest(&h, r->hash);
 	tok_open(c, m, &t);
-	words = mt_zs_word_count(text, n); /* before detokenizing, as Megatron counts */
-	kind = c->detok >= 0 ? (enum mt_detok)c->detok : mt_detok_for_path(c->wikitext);
-	if (mt_detok_apply(kind, text, n, &detok, &dn, &e)) {
-		mt_err_prefix(&e, "'%s'", c->wikitext);
-		mt_die_err(&e);
-	}
-	encode(&t, detok, dn, &toks, c->wikitext);
-	free(detok);
-	if (toks.n < 2)
-		mt_die(MT_EXIT_DATA, "'%s': %zu tokens: nothing to predict", c->wikitext, toks.n);
-	nw = mt_zs_windows((int64_t)toks.n, o);
+	x.eod = t.eod;
 	meter_init(&mtr, "wikitext", c->quiet);
-	for (int64_t k = 0; k < nw; k += B) {
-		int64_t q = nw - k < B ? nw - k : B;
-		for (int64_t b = 0; b < q; b++)
-			mt_zs_window(toks.a, (int64_t)toks.n, L, o, k + b, t.eod, rows + b * (L + 1), mask + b * L);
-		if (mt_lmeval_score(ev, q, rows, mask, out, &e))
-			mt_die_err(&e);
-		for (int64_t b = 0; b < q; b++) {
-			sum += out[b].loss;
-			count += out[b].count;
-		}
-		meter_update(&mtr, count, (int64_t)toks.n - 1);
-	}
+	if (mt_evaltext_wikitext(&x, text, n, c->wikitext, kind, c->overlap, &w, &e))
+		mt_die_err(&e);
 	meter_done(&mtr);
-	if (count != (int64_t)toks.n - 1)
-		mt_die(MT_EXIT_DATA, "internal: %lld targets counted of %zu", (long long)count, toks.n - 1);
-	loss = sum / (double)(toks.n - 1);
-	ratio = words > 1 ? (double)(toks.n - 1) / (double)(words - 1) : NAN;
 	r->task = "wikitext";
 	r->nm = 4;
 	r->mname[0] = "token_loss";
-	r->mval[0] = loss;
+	r->mval[0] = w.token_loss;
 	r->mname[1] = "token_ppl";
-	r->mval[1] = exp(fmin(20, loss));
+	r->mval[1] = w.token_ppl;
 	r->mname[2] = "word_ppl";
-	r->mval[2] = exp(fmin(20, loss * ratio));
+	r->mval[2] = w.word_ppl;
 	r->mname[3] = "token_word_ratio";
-	r->mval[3] = ratio;
-	r->tokens = count;
+	r->mval[3] = w.ratio;
+	r->tokens = w.targets;
 	r->hash_of = "bytes of the file";
 	r->extra = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "file", c->wikitext, "detokenizer", mt_detok_names[kind],
-			     "words", (json_int_t)words, "windows", (json_int_t)nw, "overlapping_eval", (json_int_t)o,
-			     "seq_length", (json_int_t)L);
-	mt_ids_free(&toks);
+			     "words", (json_int_t)w.words, "windows", (json_int_t)w.windows, "overlapping_eval",
+			     (json_int_t)c->overlap, "seq_length", (json_int_t)m->cfg.seq_length);
 	tok_close(&t);
-	free(text), free(rows), free(mask), free(out);
+	free(text);
 }
 
 static void task_lambada(const struct cli *c, const struct mt_model *m, struct mt_lmeval *ev, struct result *r)
 {
 	struct text_tok t;
-	struct mt_ids ids = { 0 }, ctx = { 0 }, ans = { 0 };
 	struct mt_err e = { 0 };
 	struct sha256_ctx h;
 	struct meter mtr;
-	size_t n, cap = 0;
-	char *text = read_file(c->lambada, &n), *p = text, where[4200];
-	int64_t L = m->cfg.seq_length, B = c->mbs, nex = 0, lineno = 0, dropped = 0, count = 0;
-	int64_t correct[2] = { 0, 0 };
-	int32_t *rows = NULL;
-	uint8_t *mask = NULL;
-	struct mt_lmeval_row *out;
+	struct mt_lambada_result l;
+	size_t n;
+	char *text = read_file(c->lambada, &n);
+	struct mt_evaltext x = { ev, &t.bpe, 0, meter_cb, &mtr };
 
 	sha256_init(&h);
 	sha256_update(&h, n, (const uint8_t *)text);
 	hex_digest(&h, r->hash);
 	tok_open(c, m, &t);
-	/* two rows per example: non-strict, then strict */
-	while (p < text + n) {
-		char *nl = memchr(p, '\n', (size_t)(text + n - p));
-		size_t len = nl ? (size_t)(nl - p) : (size_t)(text + n - p), b, ln;
-		json_t *j, *jt;
-		json_error_t je;
-		const char *s;
-		size_t sn, cb, cl, wb, wl;
-
-		lineno++;
-		mt_zs_strip(p, len, &b, &ln);
-		snprintf(where, sizeof(where), "%s:%lld", c->lambada, (long long)lineno);
-		if (ln == 0)
-			goto next;
-		j = json_loadb(p, len, 0, &je);
-		if (!j)
-			mt_die(MT_EXIT_DATA, "%s: not JSON: %s", where, je.text);
-		jt = json_object_get(j, "text");
-		if (!json_is_string(jt))
-			mt_die(MT_EXIT_DATA, "%s: no \"text\" string", where);
-		s = json_string_value(jt);
-		sn = json_string_length(jt);
-		if ((size_t)(nex + 1) * 2 > cap) {
-			cap = cap ? cap * 2 : 256;
-			rows = realloc(rows, cap * (size_t)(L + 1) * sizeof(*rows));
-			mask = realloc(mask, cap * (size_t)L);
-			if (!rows || !mask)
-				mt_die(MT_EXIT_IO, "out of memory");
-		}
-		/* non-strict: the last token is the answer */
-		encode(&t, s, sn, &ids, where);
-		if (ids.n < 1)
-			mt_die(MT_EXIT_DATA, "%s: the text is empty", where);
-		{
-			int64_t dr;
-			if (mt_zs_cloze_row(ids.a, (int64_t)ids.n - 1, ids.a + ids.n - 1, 1, L, t.eod,
-					    rows + 2 * nex * (L + 1), mask + 2 * nex * L, &dr))
-				mt_die(MT_EXIT_DATA, "%s: the answer does not fit in seq-length %lld", where, (long long)L);
-			dropped += dr > 0;
-		}
-		/* strict: the last word, tokenized with a space before it */
-		if (mt_zs_last_word(s, sn, &cb, &cl, &wb, &wl))
-			mt_die(MT_EXIT_DATA, "%s: the text has no word", where);
-		encode(&t, s + cb, cl, &ctx, where);
-		{
-			char *w = malloc(wl + 2);
-			int64_t dr;
-			w[0] = ' ';
-			memcpy(w + 1, s + wb, wl);
-			encode(&t, w, wl + 1, &ans, where);
-			free(w);
-			if (mt_zs_cloze_row(ctx.a, (int64_t)ctx.n, ans.a, (int64_t)ans.n, L, t.eod,
-					    rows + (2 * nex + 1) * (L + 1), mask + (2 * nex + 1) * L, &dr))
-				mt_die(MT_EXIT_DATA, "%s: the last word does not fit in seq-length %lld", where, (long long)L);
-			dropped += dr > 0;
-		}
-		nex++;
-		json_decref(j);
-	next:
-		p += len + 1;
-	}
-	if (nex == 0)
-		mt_die(MT_EXIT_DATA, "'%s': no examples", c->lambada);
-	if (dropped && !c->quiet)
-		mt_warn("'%s': %lld rows were longer than seq-length + 1 = %lld tokens and lost context from the left",
-			c->lambada, (long long)dropped, (long long)L + 1);
-	out = malloc((size_t)(2 * nex) * sizeof(*out));
+	x.eod = t.eod;
 	meter_init(&mtr, "lambada", c->quiet);
-	for (int64_t i = 0; i < 2 * nex; i += B) {
-		int64_t q = 2 * nex - i < B ? 2 * nex - i : B;
-		if (mt_lmeval_score(ev, q, rows + i * (L + 1), mask + i * L, out + i, &e))
-			mt_die_err(&e);
-		meter_update(&mtr, (i + q) * L, 2 * nex * L);
-	}
+	if (mt_evaltext_lambada(&x, text, n, c->lambada, &l, &e))
+		mt_die_err(&e);
 	meter_done(&mtr);
-	for (int64_t i = 0; i < 2 * nex; i++) {
-		correct[i & 1] += out[i].correct == out[i].count;
-		count += out[i].count;
-	}
+	if (l.truncated && !c->quiet)
+		mt_warn("'%s': %lld rows were longer than seq-length + 1 = %d tokens and lost context from the left",
+			c->lambada, (long long)l.truncated, m->cfg.seq_length + 1);
 	r->task = "lambada";
 	r->nm = 2;
 	r->mname[0] = "accuracy";
-	r->mval[0] = (double)correct[0] / (double)nex;
+	r->mval[0] = (double)l.correct / (double)l.examples;
 	r->mname[1] = "accuracy_strict";
-	r->mval[1] = (double)correct[1] / (double)nex;
-	r->tokens = count;
+	r->mval[1] = (double)l.correct_strict / (double)l.examples;
+	r->tokens = l.targets;
 	r->hash_of = "bytes of the file";
-	r->extra = json_pack("{s:s, s:I, s:I, s:I}", "file", c->lambada, "examples", (json_int_t)nex, "correct",
-			     (json_int_t)correct[0], "correct_strict", (json_int_t)correct[1]);
-	mt_ids_free(&ids), mt_ids_free(&ctx), mt_ids_free(&ans);
+	r->extra = json_pack("{s:s, s:I, s:I, s:I}", "file", c->lambada, "examples", (json_int_t)l.examples, "correct",
+			     (json_int_t)l.correct, "correct_strict", (json_int_t)l.correct_strict);
 	tok_close(&t);
-	free(text), free(rows), free(mask), free(out);
+	free(text);
 }
 
 /* ---- output ---- */
