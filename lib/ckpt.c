@@ -1528,3 +1528,40 @@ int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err
 		rc = mt_err_errno(err, MT_EXIT_IO, "cannot write the description of '%s'", file);
 	return rc;
 }
+
+int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int64_t *a = NULL;
+	size_t cnt = 0, cap = 0;
+
+	*iters = NULL;
+	*n = 0;
+	if (!d)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot open checkpoint directory '%s'", dir);
+	while ((de = readdir(d))) {
+		char path[PATH_CAP];
+		const char *rest;
+		int64_t it;
+		if (!(rest = parse_iter_name(de->d_name, &it)) || *rest)
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= sizeof(path) || !is_dir(path))
+			continue;
+		if (cnt == cap) {
+			int64_t *b = realloc(a, (cap = cap ? cap * 2 : 16) * sizeof(*a));
+			if (!b) {
+				free(a);
+				closedir(d);
+				return mt_err_set(err, MT_EXIT_IO, "out of memory");
+			}
+			a = b;
+		}
+		a[cnt++] = it;
+	}
+	closedir(d);
+	qsort(a, cnt, sizeof(*a), cmp_i64);
+	*iters = a;
+	*n = cnt;
+	return 0;
+}

@@ -137,4 +137,10 @@ int mt_ckpt_load(const char *iterdir, const struct mt_params *t, float *weights,
  * global_shape, offset}]. */
 int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err);
 
+/* The complete checkpoints of DIR: the iterations of its directories named as
+ * mt_ckpt_iter_dir names them (a save's temporary "iter_N.tmp.<pid>" is not one, nor is
+ * a user's "iter_5"), ascending, in a malloc'ed array (*iters, NULL when *n is 0).
+ * mt-eval --watch evaluates these. */
+int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err);
+
 #endif

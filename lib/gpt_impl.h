@@ -177,13 +177,20 @@ static void SFX(attention)(REAL *y, REAL *att, const REAL *qkv, const struct SFX
 				for (int64_t j = i + 1; j < d->T; j++)
 					p[j] = 0;
 				{
+					/* y = p . v: rows of v in order (contiguous reads), each element's
+					 * sum over j in ascending order as before */
 					REAL *yr = y + (b * d->T + i) * d->q + hh * d->hd;
-					for (int64_t e = 0; e < d->hd; e++) {
-						double acc = 0;
-						for (int64_t j = 0; j <= i; j++)
-							acc += (double)p[j] * qkv[(b * d->T + j) * d->qkv + SFX(voff)(d, g) + e];
-						yr[e] = (REAL)acc;
+					double acc[d->hd];
+					for (int64_t e = 0; e < d->hd; e++)
+						acc[e] = 0;
+					for (int64_t j = 0; j <= i; j++) {
+						const REAL *v = qkv + (b * d->T + j) * d->qkv + SFX(voff)(d, g);
+						double pj = (double)p[j];
+						for (int64_t e = 0; e < d->hd; e++)
+							acc[e] += pj * v[e];
 					}
+					for (int64_t e = 0; e < d->hd; e++)
+						yr[e] = (REAL)acc[e];
 				}
 			}
 		}

@@ -127,7 +127,7 @@ class Attention(nn.Module):
         k = k.repeat_interleave(self.np // self.ng, dim=1)
         v = v.repeat_interleave(self.np // self.ng, dim=1)
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.hd)
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = torch.ones(T, T, dtype=torch.bool, device=s.device).tril()
         s = s.masked_fill(~causal, float("-inf"))
         y = torch.matmul(F.softmax(s, dim=-1), v)
         return self.proj(y.transpose(1, 2).reshape(B, T, self.np * self.hd))
