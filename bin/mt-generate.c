@@ -38,7 +38,7 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_LOAD = 256, O_MAX_TOKENS, O_TEMP, O_TOP_K, O_TOP_P, O_SEED, O_STOP, O_FILE, O_JSONL, O_JSON, O_LOGPROBS,
-	O_BATCH, O_SERVER, O_HOST, O_MAX_BODY, O_TOK_TYPE, O_VOCAB, O_MERGES, O_TOK_MODEL,
+	O_BATCH, O_EOD, O_SERVER, O_HOST, O_MAX_BODY, O_TOK_TYPE, O_VOCAB, O_MERGES, O_TOK_MODEL,
 };
 
 static const struct mt_option opts[] = {
@@ -54,6 +54,7 @@ static const struct mt_option opts[] = {
 	{ "json", 0, MT_ARG_NONE, O_JSON, NULL, "output JSON lines: prompt, text, tokens, finish_reason" },
 	{ "logprobs", 0, MT_ARG_NONE, O_LOGPROBS, NULL, "with --json, log-probabilities of prompt and generated tokens" },
 	{ "batch-size", 0, MT_ARG_REQUIRED, O_BATCH, "N", "prompts run together (default 32; the server's 8)" },
+	{ "eod-id", 0, MT_ARG_REQUIRED, O_EOD, "ID", "stop at this id instead of the tokenizer's end of document (-1: never)" },
 	{ "server", 0, MT_ARG_REQUIRED, O_SERVER, "PORT", "serve PUT /api (Megatron's REST interface) until SIGTERM or SIGINT" },
 	{ "host", 0, MT_ARG_REQUIRED, O_HOST, "ADDR", "address the server binds (default 127.0.0.1)" },
 	{ "max-body-bytes", 0, MT_ARG_REQUIRED, O_MAX_BODY, "N", "largest request body the server reads (default 1048576)" },
@@ -65,7 +66,8 @@ static const struct mt_option opts[] = {
 
 struct args {
 	const char *load, *file, *host;
-	int jsonl, json, logprobs, batch, port, quiet;
+	int jsonl, json, logprobs, batch, port, quiet, eod_set;
+	int32_t eod;
 	long long max_body;
 	struct mt_gen_opts g;
 	const char **stop;
@@ -192,6 +194,10 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 		case O_JSON: a->json = 1; break;
 		case O_LOGPROBS: a->logprobs = 1; break;
 		case O_BATCH: a->batch = (int)num(o, 1, 4096); break;
+		case O_EOD:
+			a->eod = (int32_t)num(o, -1, INT32_MAX);
+			a->eod_set = 1;
+			break;
 		case O_SERVER: a->port = (int)num(o, 0, 65535); break;
 		case O_HOST: a->host = o->arg; break;
 		case O_MAX_BODY: a->max_body = num(o, 16, 1LL << 32); break;
@@ -283,6 +289,8 @@ int main(int argc, char **argv)
 		if (mt_infer_cpu.init(&e, &m.cfg, &m.params, m.w, batch, m.cfg.max_position_embeddings, &err) ||
 		    mt_gen_init(&g, &e, &tk, &err))
 			mt_die_err(&err);
+		if (a.eod_set)
+			g.eod = a.eod;
 		rc = serve(&a, &g);
 		goto out;
 	}
@@ -312,6 +320,8 @@ int main(int argc, char **argv)
 		batch = a.nprompts;
 	if (mt_infer_cpu.init(&e, &m.cfg, &m.params, m.w, batch, maxlen, &err) || mt_gen_init(&g, &e, &tk, &err))
 		mt_die_err(&err);
+	if (a.eod_set)
+		g.eod = a.eod;
 	mt_debug("engine %s: batch %d, %d positions, %zu MB", e.ops->name, batch, maxlen, e.ops->bytes(&e) >> 20);
 	t0 = now();
 	for (int b0 = 0; b0 < a.nprompts; b0 += batch) {
