@@ -22,7 +22,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 export OMP_NUM_THREADS=$THREADS
 
-echo "# $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(date -u +'%F %H:%M UTC'),"\
+echo "# $(getconf _NPROCESSORS_ONLN) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(date -u +'%F %H:%M UTC'),"\
 	"OMP_NUM_THREADS=$THREADS, load average $(cut -d' ' -f1-3 /proc/loadavg), $NEW new tokens, 16-token prompts"
 bin/mt-train --config share/configs/gpt2-small.conf --mock-data --vocab-size 50257 --seq-length 64 \
 	--micro-batch-size 1 --train-iters 1 --lr 1e-6 --save "$W/ck" -q

@@ -3,6 +3,10 @@
 # batching, sampling, stops, inputs and outputs, errors, and the PUT /api server.
 load helpers
 
+# Tiny models: one thread is fastest (OpenMP threads on a busy machine made training 15x
+# slower); the batching test runs one comparison with two threads as well.
+export OMP_NUM_THREADS=1
+
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
 	python3 "$MT_ROOT/share/demo/make-corpus.py" --docs 1500 > demo.jsonl
@@ -61,21 +65,24 @@ field() { # field NAME < json lines: that field of every line, one a line
 
 @test "a batch of prompts of different lengths gives each prompt's tokens alone, greedy and sampled" {
 	for ck in "$GPT" "$LLAMA"; do
-		for s in "--temperature 0" "--temperature 1 --seed 5" "--top-k 5 --seed 9"; do
+		for s in "--temperature 0" "--top-k 5 --seed 9"; do
 			# shellcheck disable=SC2086
-			mt-generate -q --load "$ck" $s --max-tokens 20 --json "${PROMPTS[@]}" | field tokens > batch.txt
+			mt-generate -q --load "$ck" $s --max-tokens 20 --json "${PROMPTS[@]}" > batch.txt
+			# (whole JSON lines: prompt, text, ids, finish reason)
 			# the random numbers follow each prompt's index in the run, so "alone" is
 			# --batch-size 1: one prefill and one decode loop per prompt
 			# shellcheck disable=SC2086
-			mt-generate -q --load "$ck" $s --max-tokens 20 --json --batch-size 1 "${PROMPTS[@]}" | field tokens > alone.txt
+			mt-generate -q --load "$ck" $s --max-tokens 20 --json --batch-size 1 "${PROMPTS[@]}" > alone.txt
 			diff batch.txt alone.txt
 		done
 		# greedy: each prompt in a run of its own gives the same ids
 		for i in 0 1 2 3; do
-			mt-generate -q --load "$ck" --temperature 0 --max-tokens 20 --json "${PROMPTS[$i]}" | field tokens
+			mt-generate -q --load "$ck" --temperature 0 --max-tokens 20 --json "${PROMPTS[$i]}"
 		done > single.txt
-		mt-generate -q --load "$ck" --temperature 0 --max-tokens 20 --json "${PROMPTS[@]}" | field tokens > batch.txt
+		mt-generate -q --load "$ck" --temperature 0 --max-tokens 20 --json "${PROMPTS[@]}" > batch.txt
 		diff batch.txt single.txt
+		OMP_NUM_THREADS=2 mt-generate -q --load "$ck" --temperature 0 --max-tokens 20 --json "${PROMPTS[@]}" > batch2.txt
+		diff batch.txt batch2.txt
 	done
 }
 
@@ -205,8 +212,10 @@ stop_server() {
 }
 
 put() { # put BODY [PATH [METHOD]]: prints "STATUS BODY"
-	curl -sS --max-time 30 -X "${3:-PUT}" -H 'Content-Type: application/json' --data-binary "$1" \
-		-w '\n%{http_code}' "http://127.0.0.1:$PORT${2:-/api}" | python3 -c 'import sys; b, c = sys.stdin.read().rsplit("\n", 1); print(c, b)'
+	local out
+	out=$(curl -sS --max-time 30 -X "${3:-PUT}" -H 'Content-Type: application/json' --data-binary "$1" \
+		-w '\n%{http_code}' "http://127.0.0.1:$PORT${2:-/api}")
+	echo "${out##*$'\n'} ${out%$'\n'*}"
 }
 
 @test "server: Megatron's PUT /api answers as the command line does; a bad request is 400 with a JSON error" {
