@@ -165,7 +165,7 @@ int mt_genserver_start(struct mt_genserver **out, struct mt_gen *g, const struct
 	s->o = *o;
 	pthread_mutex_init(&s->lock, NULL);
 	s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)600,
 				MHD_OPTION_END);
 	if (!s->d) {
 		pthread_mutex_destroy(&s->lock);

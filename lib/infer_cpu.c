@@ -6,9 +6,10 @@
  * including its own position, which is causal attention whether the earlier tokens came
  * in this chunk, an earlier chunk or an earlier call. A decode step is a chunk of one
  * row per slot. The cache is [layer][slot][group][position][head size] for keys and the
- * same for values, so one head's history is contiguous. The arithmetic follows
- * gpt_impl.h (norm statistics, softmax and attention sums in double, the same rotary
- * angles), so the logits agree with gpt.c's forward to rounding. */
+ * same for values, so one head's history is contiguous. The arithmetic is gpt_impl.h's
+ * (norm statistics in double, the same rotary angles) except where speed asked for float:
+ * attention's dot products and sums go to gemv, and the activations use expf; the
+ * logits agree with gpt.c's forward to ~1e-6 (tests/unit/test_infer.c holds them to 1e-5). */
 #include "infer.h"
 
 #include <cblas.h>
@@ -265,28 +266,21 @@ static void chunk_forward(struct mt_infer *e, int64_t n)
 				const float *K = kc + ((int64_t)s->row_slot[r] * s->ng + g) * ML * s->hd;
 				const float *Vv = vc + ((int64_t)s->row_slot[r] * s->ng + g) * ML * s->hd;
 				float *yr = s->y + r * s->q + hh * s->hd;
-				double p[T], acc[s->hd];
-				double mx = -1e300, sum = 0;
-				memset(acc, 0, sizeof(acc));
+				float p[T];
+				double sum = 0;
+				float mx = -INFINITY;
+				/* scores = scale * K q and y = V^T softmax(scores), as gemv calls (single-threaded
+				 * inside this parallel loop): float sums where gpt.c sums in double */
+				cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)T, (int)s->hd, (float)scale, K, (int)s->hd, q, 1, 0, p, 1);
+				for (int64_t j = 0; j < T; j++)
+					mx = p[j] > mx ? p[j] : mx;
 				for (int64_t j = 0; j < T; j++) {
-					double d = 0;
-					for (int64_t k = 0; k < s->hd; k++)
-						d += (double)q[k] * K[j * s->hd + k];
-					p[j] = (float)(d * scale);
-					if (p[j] > mx)
-						mx = p[j];
-				}
-				for (int64_t j = 0; j < T; j++) {
-					p[j] = exp(p[j] - mx);
+					p[j] = expf(p[j] - mx);
 					sum += p[j];
 				}
-				for (int64_t j = 0; j < T; j++) {
-					double pj = p[j] / sum;
-					for (int64_t k = 0; k < s->hd; k++)
-						acc[k] += pj * Vv[j * s->hd + k];
-				}
-				for (int64_t k = 0; k < s->hd; k++)
-					yr[k] = (float)acc[k];
+				for (int64_t j = 0; j < T; j++)
+					p[j] = (float)(p[j] / sum);
+				cblas_sgemv(CblasRowMajor, CblasTrans, (int)T, (int)s->hd, 1, Vv, (int)s->hd, p, 1, 0, yr, 1);
 			}
 		linear(s->mid, s->y, P(s, l, MT_P_PROJ_W), P(s, l, MT_P_PROJ_B), n, s->q, s->h);
 		for (int64_t k = 0; k < n * s->h; k++)
@@ -297,13 +291,14 @@ static void chunk_forward(struct mt_infer *e, int64_t n)
 		for (int64_t r = 0; r < n; r++)
 			for (int64_t i = 0; i < s->f; i++) {
 				/* in float (gpt.c works in double and rounds): libm's double tanh was
-				 * an eighth of a batch-32 decode step; the difference is an ulp or two */
+				 * an eighth of a batch-32 decode step; the difference is a few ulps */
 				if (c->swiglu) {
 					float a = s->fc1b[r * s->fc1 + i], b = s->fc1b[r * s->fc1 + s->f + i];
 					s->act[r * s->f + i] = a / (1 + expf(-a)) * b;
 				} else {
+					/* 0.5 x (1 + tanh(u)) = x sigmoid(2u) */
 					float x = s->fc1b[r * s->f + i];
-					s->act[r * s->f + i] = 0.5f * x * (1 + tanhf((float)GELU_C * (x + 0.044715f * x * x * x)));
+					s->act[r * s->f + i] = x / (1 + expf(-2 * (float)GELU_C * (x + 0.044715f * x * x * x)));
 				}
 			}
 		linear(s->x, s->act, P(s, l, MT_P_FC2_W), P(s, l, MT_P_FC2_B), n, s->f, s->h);
