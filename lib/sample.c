@@ -75,10 +75,34 @@ static int by_prob_desc(const void *a, const void *b, void *key)
 	return x < y ? -1 : x > y;
 }
 
-static int cmp_double_desc(const void *a, const void *b)
+/* The k-th largest of a[0..n) (k from 1), reordering a: quickselect, O(n) expected
+ * (sorting 50k logits for every token of every row cost more than a decode step). */
+static double kth_largest(double *a, int64_t n, int64_t k)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return x > y ? -1 : x < y;
+	int64_t lo = 0, hi = n - 1, want = k - 1;
+
+	while (lo < hi) {
+		double pivot = a[lo + (hi - lo) / 2], t;
+		int64_t i = lo, j = hi;
+		while (i <= j) {
+			while (a[i] > pivot)
+				i++;
+			while (a[j] < pivot)
+				j--;
+			if (i <= j) {
+				t = a[i];
+				a[i++] = a[j];
+				a[j--] = t;
+			}
+		}
+		if (want <= j)
+			hi = j;
+		else if (want >= i)
+			lo = i;
+		else
+			return a[want];
+	}
+	return a[want];
 }
 
 int32_t mt_sample(struct mt_sampler *s, const float *logits, const struct mt_sample_params *p, double u)
@@ -97,8 +121,7 @@ int32_t mt_sample(struct mt_sampler *s, const float *logits, const struct mt_sam
 	if (p->top_k > 1 && p->top_k < V) {
 		double kth;
 		memcpy(s->tmp, pr, (size_t)V * sizeof(double));
-		qsort(s->tmp, (size_t)V, sizeof(double), cmp_double_desc);
-		kth = s->tmp[p->top_k - 1];
+		kth = kth_largest(s->tmp, V, p->top_k);
 		for (int64_t v = 0; v < V; v++)
 			if (pr[v] < kth)
 				pr[v] = -INFINITY;
@@ -108,14 +131,36 @@ int32_t mt_sample(struct mt_sampler *s, const float *logits, const struct mt_sam
 		sum += pr[v];
 	}
 	if (p->top_p > 0 && p->top_p < 1) {
-		double cum = 0;
+		/* Only the tokens above eps = 1e-3 of the largest probability are sorted when
+		 * they hold more than top_p: then the cut falls among them and every token
+		 * below eps (all sorted after them) is dropped; the sums run in the same order
+		 * as a full sort's, so the result is the same. Otherwise sort everything. */
+		double cum = 0, eps = 1e-3 / sum, mass = 0;
+		int64_t n = 0;
 		for (int64_t v = 0; v < V; v++) {
-			s->order[v] = (int32_t)v;
 			pr[v] /= sum;
+			if (pr[v] > eps) {
+				s->order[n++] = (int32_t)v;
+				mass += pr[v];
+			}
 		}
-		qsort_r(s->order, (size_t)V, sizeof(int32_t), by_prob_desc, pr);
+		if (mass > p->top_p) {
+			qsort_r(s->order, (size_t)n, sizeof(int32_t), by_prob_desc, pr);
+			mass = 0; /* again in sorted order, as the cut will sum */
+			for (int64_t i = 0; i < n; i++)
+				mass += pr[s->order[i]];
+		}
+		if (mass > p->top_p) {
+			for (int64_t v = 0; v < V; v++)
+				if (pr[v] <= eps)
+					pr[v] = 0;
+		} else {
+			for (n = 0; n < V; n++)
+				s->order[n] = (int32_t)n;
+			qsort_r(s->order, (size_t)n, sizeof(int32_t), by_prob_desc, pr);
+		}
 		sum = 0;
-		for (int64_t i = 0; i < V; i++) {
+		for (int64_t i = 0; i < n; i++) {
 			int32_t v = s->order[i];
 			int drop = i > 0 && cum > p->top_p; /* cumulative before this token */
 			cum += pr[v];

@@ -80,6 +80,40 @@ int main(void)
 		ok(!memcmp(f, g, sizeof(f)), "top_p 1 draws exactly as no top_p");
 	}
 
+	{
+		/* a large vocabulary: one token of 0.5, one of 0.3 (or not), the rest tiny, so
+		 * top-p either cuts among the few large ones or must sort the tiny ones too */
+		enum { BIG = 2000 };
+		static float zb[BIG];
+		static double fb[BIG];
+		struct mt_sampler sb;
+		int64_t maxid = 0;
+		mt_sampler_init(&sb, BIG, &e);
+		zb[0] = logf(0.5f);
+		zb[1] = logf(0.3f);
+		for (int v = 2; v < BIG; v++)
+			zb[v] = logf(0.2f / (BIG - 2));
+		p = (struct mt_sample_params){ 1.0, 0, 0.6 };
+		freq(&sb, zb, &p, fb);
+		ok(fabs(fb[0] - 0.625) < 1e-3 && fabs(fb[1] - 0.375) < 1e-3, "top_p 0.6 over 2000 ids: the two large ones only");
+		for (int v = 1; v < BIG; v++) /* now 0.5 and 1999 ids of 0.5/1999 = 0.00025 */
+			zb[v] = logf(0.5f / (BIG - 1));
+		p.top_p = 0.70001;
+		freq(&sb, zb, &p, fb);
+		for (int v = 0; v < BIG; v++)
+			if (fb[v] > 0)
+				maxid = v;
+		/* kept: id 0 and the tiny ids while the mass before them is <= 0.70001 */
+		{
+			double tiny = exp((double)zb[1]) / (exp((double)zb[0]) + (BIG - 1) * exp((double)zb[1]));
+			int64_t want = (int64_t)floor((0.70001 - (1 - (BIG - 1) * tiny)) / tiny) + 1;
+			ok(maxid <= want && maxid > want - 40 && fb[0] > 0.5,
+			   "top_p 0.70001 over 2000 ids, the nucleus among equal tiny ones: ids up to %lld (want at most %lld)",
+			   (long long)maxid, (long long)want);
+		}
+		mt_sampler_free(&sb);
+	}
+
 	p = (struct mt_sample_params){ 1.0, 5, 0.5 };
 	ok(mt_sample_check(&p, &e) == -1 && strstr(e.msg, "together"), "top_k with top_p is refused: %s", e.msg);
 	p = (struct mt_sample_params){ 101, 0, 0 };
