@@ -62,6 +62,7 @@ static const struct mt_option opts[] = {
 	{ "vocab-file", 0, MT_ARG_REQUIRED, O_VOCAB, "FILE", "override the checkpoint's tokenizer file" },
 	{ "merge-file", 0, MT_ARG_REQUIRED, O_MERGES, "FILE", "override the checkpoint's tokenizer file" },
 	{ "tokenizer-model", 0, MT_ARG_REQUIRED, O_TOK_MODEL, "FILE", "override the checkpoint's tokenizer file" },
+	{ 0 },
 };
 
 struct args {
