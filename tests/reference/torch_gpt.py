@@ -184,6 +184,12 @@ class GPT(nn.Module):
 
     def forward(self, tokens, targets):
         B, T = tokens.shape
+        logits = self.logits(tokens)
+        return F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1), ignore_index=-1)
+
+    def logits(self, tokens):
+        """[B, T, padded vocab] logits of every position (torch_generate.py uses them too)"""
+        B, T = tokens.shape
         x = self.wte(tokens)
         if self.wpe is not None:
             x = x + self.wpe(torch.arange(T))
@@ -191,8 +197,7 @@ class GPT(nn.Module):
         for layer in self.layers:
             x = layer(x, rope)
         x = self.lnf(x)
-        logits = F.linear(x, self.out.weight if self.out is not None else self.wte.weight)
-        return F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1), ignore_index=-1)
+        return F.linear(x, self.out.weight if self.out is not None else self.wte.weight)
 
 
 class Names:

@@ -1,0 +1,186 @@
+/* genserver.c: the HTTP side of the generation server (genserver.h) on libmicrohttpd.
+ * Requests are parsed and answered by genapi.c; here are only routes, body limits and
+ * status codes. */
+#include "genserver.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "genapi.h"
+#include "log.h"
+
+struct mt_genserver {
+	struct MHD_Daemon *d;
+	struct mt_gen *g;
+	struct mt_genserver_opts o;
+	pthread_mutex_t lock;
+};
+
+/* what one connection has sent so far */
+struct upload {
+	char *buf;
+	size_t len, cap;
+	int too_big;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status, const char *json, int allow_put)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json, MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	if (allow_put)
+		MHD_add_response_header(r, "Allow", "PUT");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned int status, const char *msg, int allow_put)
+{
+	json_t *j = json_pack("{s:s}", "error", msg);
+	char *s = json_dumps(j, JSON_COMPACT);
+	enum MHD_Result ret = reply(c, status, s ? s : "{\"error\":\"out of memory\"}", allow_put);
+
+	free(s);
+	json_decref(j);
+	return ret;
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct upload *u = *con_cls;
+
+	if (u) {
+		free(u->buf);
+		free(u);
+		*con_cls = NULL;
+	}
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+			      const char *version, const char *data, size_t *data_size, void **con_cls)
+{
+	struct mt_genserver *s = cls;
+	struct upload *u = *con_cls;
+	char msg[128];
+
+	if (!u) { /* first call: headers only */
+		const char *cl;
+		if (strcmp(url, "/api") != 0) {
+			snprintf(msg, sizeof(msg), "no such path: %.80s (the API is PUT /api)", url);
+			return reply_error(c, MHD_HTTP_NOT_FOUND, msg, 0);
+		}
+		if (strcmp(method, "PUT") != 0) {
+			snprintf(msg, sizeof(msg), "method %.20s not allowed on /api: use PUT", method);
+			return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, msg, 1);
+		}
+		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
+			snprintf(msg, sizeof(msg), "the body is larger than the limit of %zu bytes", s->o.max_body);
+			return reply_error(c, 413 /* content too large */, msg, 0);
+		}
+		if (!(u = calloc(1, sizeof(*u))))
+			return MHD_NO;
+		*con_cls = u;
+		return MHD_YES;
+	}
+	if (*data_size) { /* a piece of the body */
+		if (!u->too_big && u->len + *data_size > s->o.max_body)
+			u->too_big = 1;
+		if (!u->too_big) {
+			if (u->len + *data_size > u->cap) {
+				size_t cap = u->cap ? u->cap : 4096;
+				char *b;
+				while (cap < u->len + *data_size)
+					cap *= 2;
+				if (!(b = realloc(u->buf, cap)))
+					return MHD_NO;
+				u->buf = b;
+				u->cap = cap;
+			}
+			memcpy(u->buf + u->len, data, *data_size);
+			u->len += *data_size;
+		}
+		*data_size = 0;
+		return MHD_YES;
+	}
+	/* the whole body is in */
+	if (u->too_big) {
+		snprintf(msg, sizeof(msg), "the body is larger than the limit of %zu bytes", s->o.max_body);
+		return reply_error(c, 413 /* content too large */, msg, 0);
+	}
+	{
+		char *resp = NULL;
+		int status;
+		enum MHD_Result ret;
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		pthread_mutex_lock(&s->lock);
+		status = mt_genapi_handle(s->g, u->buf ? u->buf : "", u->len, s->o.seed, &resp);
+		pthread_mutex_unlock(&s->lock);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		mt_info("PUT /api %d, %zu bytes in, %zu out, %.3f s", status, u->len, resp ? strlen(resp) : 0,
+			(double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+		ret = reply(c, (unsigned int)status, resp, 0);
+		free(resp);
+		return ret;
+	}
+}
+
+int mt_genserver_start(struct mt_genserver **out, struct mt_gen *g, const struct mt_genserver_opts *o,
+		       struct mt_err *err)
+{
+	struct mt_genserver *s = calloc(1, sizeof(*s));
+	struct sockaddr_storage ss;
+	const char *host = o->host ? o->host : "127.0.0.1";
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
+
+	*out = NULL;
+	if (!s)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)o->port);
+	} else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)o->port);
+		flags |= MHD_USE_IPv6;
+	} else {
+		free(s);
+		return mt_err_set(err, MT_EXIT_USAGE, "--host '%s' is not a numeric IPv4 or IPv6 address", host);
+	}
+	s->g = g;
+	s->o = *o;
+	pthread_mutex_init(&s->lock, NULL);
+	s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)600,
+				MHD_OPTION_END);
+	if (!s->d) {
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return mt_err_set(err, MT_EXIT_IO, "cannot listen on %s port %d (in use, or not allowed?)", host, o->port);
+	}
+	*out = s;
+	return 0;
+}
+
+void mt_genserver_stop(struct mt_genserver *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->d);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
