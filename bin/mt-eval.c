@@ -275,6 +275,7 @@ static void task_loss(const struct cli *c, const struct mt_model *m, struct mt_l
 	double sum = 0;
 	int32_t *rows;
 	struct mt_lmeval_row *out;
+	ev->real_vocab = 0; /* training's loss over the padded vocabulary */
 
 	data_options(c, m, &d, &keep, &nrec);
 	for (int s = 0; s < MT_NSPLITS; s++)
@@ -383,6 +384,7 @@ static void task_wikitext(const struct cli *c, const struct mt_model *m, struct 
 	char *text = read_file(c->wikitext, &n);
 	enum mt_detok kind = c->detok >= 0 ? (enum mt_detok)c->detok : mt_detok_for_path(c->wikitext);
 	struct mt_evaltext x = { ev, &t.bpe, 0, meter_cb, &mtr };
+	ev->real_vocab = 1; /* scored as an exported model scores (lmeval.h) */
 
 	if (c->overlap > m->cfg.seq_length)
 		mt_die(MT_EXIT_USAGE, "--overlapping-eval %lld is more than the seq-length %d: targets would be skipped",
@@ -425,6 +427,7 @@ static void task_lambada(const struct cli *c, const struct mt_model *m, struct m
 	size_t n;
 	char *text = read_file(c->lambada, &n);
 	struct mt_evaltext x = { ev, &t.bpe, 0, meter_cb, &mtr };
+	ev->real_vocab = 1; /* scored as an exported model scores (lmeval.h) */
 
 	sha256_init(&h);
 	sha256_update(&h, n, (const uint8_t *)text);

@@ -66,14 +66,19 @@ static int batch(struct mt_lmeval *e, int64_t n, const int32_t *rows, const uint
 		for (int64_t j = 0; j < T; j++) {
 			int32_t y = e->tgt[b * T + j];
 			const float *z = p + (b * T + j) * V;
-			int64_t best = 0;
-			double pt;
+			int64_t best = 0, nv = e->real_vocab ? vocab : V;
+			double pt, sum = 1;
 			if (y < 0)
 				continue;
-			pt = z[y];
+			if (e->real_vocab) {
+				sum = 0;
+				for (int64_t v = 0; v < nv; v++)
+					sum += z[v];
+			}
+			pt = z[y] / sum;
 			o->loss += -log(pt > 1e-300 ? pt : 1e-300);
 			o->count++;
-			for (int64_t v = 1; v < V; v++)
+			for (int64_t v = 1; v < nv; v++)
 				if (z[v] > z[best])
 					best = v;
 			o->correct += best == y;

@@ -1,6 +1,6 @@
 /* lmeval.h: scoring rows of tokens with a trained model, for evaluation: per row the
  * summed cross-entropy of the counted targets and whether the model's greedy choice
- * (argmax over the padded vocabulary) is right at every counted target.
+ * is right at every counted target.
  *
  * A row is seq_length+1 token ids: inputs row[0..L), targets row[1..L]; a mask of L
  * flags says which targets count (NULL: every target >= 0). Ids below 0 are padding:
@@ -28,6 +28,11 @@ struct mt_lmeval {
 	const struct mt_params *t;
 	const float *w;
 	int B, T;
+	/* 0: the softmax over the padded vocabulary, as training's loss (Megatron's); 1: over
+	 * the tokenizer's ids only (renormalized; argmax among them), as an exported model
+	 * scores and as the text tasks report: an imported model's padding rows repeat a real
+	 * row and would otherwise take probability from it. Set by the caller. */
+	int real_vocab;
 	struct mt_gpt_acts acts;
 	int32_t *tok, *tgt;
 };

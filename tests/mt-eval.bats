@@ -14,6 +14,7 @@ setup_file() {
 	# absolute data paths: the checkpoint records them for mt-eval's --valid
 	mt-train -q --config "$MT_ROOT/share/configs/tiny.conf" --data-path "$PWD/c_text_document" \
 		--tokenizer-type GPT2BPETokenizer --vocab-file bpe-vocab.json --merge-file bpe-merges.txt --split 90,8,2 \
+		--make-vocab-size-divisible-by 128 \
 		--data-cache-path "$PWD/cache" --micro-batch-size 4 --global-batch-size 8 --train-iters 150 --lr 3e-3 \
 		--eval-interval 50 --eval-iters 4 --save ck --save-interval 50 --log-interval 50 --log-json log.jsonl
 	# a WikiText-like text file and LAMBADA-like JSON lines (the answer is named earlier in the text)
@@ -186,7 +187,7 @@ print(len(keys))' "$1"
 	[[ $stderr == *"nothing new under 'ck'"* ]] || grep -q "nothing new" c.err
 	# a new checkpoint and a new task are picked up; old work is not redone
 	mt-train -q --config "$MT_ROOT/share/configs/tiny.conf" --data-path "$F/c_text_document" --tokenizer-type GPT2BPETokenizer \
-		--vocab-file "$F/bpe-vocab.json" --merge-file "$F/bpe-merges.txt" --split 90,8,2 --data-cache-path "$F/cache" \
+		--vocab-file "$F/bpe-vocab.json" --merge-file "$F/bpe-merges.txt" --split 90,8,2 --data-cache-path "$F/cache" --make-vocab-size-divisible-by 128 \
 		--micro-batch-size 4 --global-batch-size 8 --train-iters 160 --lr 3e-3 --save ck --load ck --save-interval 50
 	run -0 --separate-stderr mt-eval "${W[@]}" --test
 	[ "${#lines[@]}" -eq 7 ] # iteration 160: 4 tasks; 50, 100, 150: the test split only

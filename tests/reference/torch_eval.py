@@ -129,10 +129,11 @@ def detok_for_path(path):
 
 
 def logits_of(model, tokens):
-    """The model's logits [B, T, V]: torch_gpt.GPT's forward up to the output layer (or a
-    transformers model's logits, with --hf)."""
+    """The model's logits [B, T, V] over the tokenizer's vocabulary (padding rows cut off, as
+    mt-eval's text tasks and an exported model score): torch_gpt.GPT's forward up to the
+    output layer (or a transformers model's logits, with --hf)."""
     if not isinstance(model, GPT):
-        return model(input_ids=tokens).logits.float()
+        return model(input_ids=tokens).logits.float()[..., :model.mt_vocab_size]
     B, T = tokens.shape
     x = model.wte(tokens)
     if model.wpe is not None:
@@ -143,7 +144,7 @@ def logits_of(model, tokens):
     for layer in model.layers:
         x = layer(x, rope)
     x = model.lnf(x)
-    return F.linear(x, model.out.weight if model.out is not None else model.wte.weight)
+    return F.linear(x, model.out.weight if model.out is not None else model.wte.weight)[..., :model.mt_vocab_size]
 
 
 def wikitext(model, bpe, path, L, overlap, B=1, device="cpu", detok="auto"):
@@ -223,8 +224,7 @@ def main():
     ap.add_argument("ckpt", help="an iteration's model.h5 (its config gives seq-length with --hf too)")
     ap.add_argument("--hf", metavar="DIR",
                     help="score with transformers' AutoModelForCausalLM from DIR (mt-ckpt-reshard export) instead of "
-                         "the torch_gpt model; its vocabulary is unpadded, so the softmax lacks the padding rows "
-                         "that mt and Megatron include (a small, reported difference)")
+                         "the torch_gpt model")
     ap.add_argument("--vocab-file", required=True)
     ap.add_argument("--merge-file", required=True)
     ap.add_argument("--wikitext")
@@ -247,6 +247,7 @@ def main():
             names.load(name, w[name])
     model.eval()
     model.to(a.device)
+    model.mt_vocab_size = cfg["vocab-size"]
     bpe = BPE(a.vocab_file, a.merge_file)
     L = cfg["seq-length"]
     if a.wikitext:
