@@ -64,7 +64,7 @@ void mt_gpt_acts_free(struct mt_gpt_acts *a)
 	memset(a, 0, sizeof(*a));
 }
 
-const float *mt_gpt_logits_f32(const struct mt_gpt_acts *a)
+const float *mt_gpt_probs_f32(const struct mt_gpt_acts *a)
 {
 	return a->p[A_LOGITS];
 }

@@ -44,7 +44,8 @@ double mt_gpt_forward_f64(const struct mt_config *c, const struct mt_params *t, 
 void mt_gpt_backward_f64(const struct mt_config *c, const struct mt_params *t, const double *w,
 			 const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, double *g);
 
-/* Logits of the last forward pass: [B*T][padded vocab]. */
-const float *mt_gpt_logits_f32(const struct mt_gpt_acts *a);
+/* After a forward pass: the softmax over the padded vocabulary, [B*T][padded vocab] (the
+ * forward pass turns the logits into probabilities in place, for the backward pass). */
+const float *mt_gpt_probs_f32(const struct mt_gpt_acts *a);
 
 #endif

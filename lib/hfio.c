@@ -45,7 +45,7 @@ int mt_hf_logprobs(const struct mt_config *c, const struct mt_params *p, const f
 	 * the buffer gpt.h calls logits: renormalized over the real vocabulary they give the
 	 * log-softmax of the real logits. Should that buffer hold raw logits one day (a row
 	 * that is not a distribution), the log-softmax is taken from them directly. */
-	pr = mt_gpt_logits_f32(&a);
+	pr = mt_gpt_probs_f32(&a);
 	for (int t = 0; t < T; t++) {
 		const float *row = pr + (int64_t)t * c->padded_vocab_size;
 		double s = 0, mx = -INFINITY;

@@ -59,7 +59,7 @@ static int batch(struct mt_lmeval *e, int64_t n, const int32_t *rows, const uint
 	e->acts.B = (int)n;
 	mt_gpt_forward_f32(e->c, e->t, e->w, e->tok, e->tgt, &e->acts, NULL);
 	e->acts.B = e->B;
-	p = mt_gpt_logits_f32(&e->acts); /* the softmax, after the forward pass */
+	p = mt_gpt_probs_f32(&e->acts); /* the softmax, after the forward pass */
 	for (int64_t b = 0; b < n; b++) {
 		struct mt_lmeval_row *o = &out[b];
 		memset(o, 0, sizeof(*o));

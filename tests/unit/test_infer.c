@@ -95,7 +95,7 @@ static void check_model(int llama)
 		const float *z;
 		int is_prob = 1;
 		mt_gpt_forward_f32(&c, &t, w, tok[s], tgt, &a, NULL);
-		z = mt_gpt_logits_f32(&a);
+		z = mt_gpt_probs_f32(&a);
 		for (int i = 0; i < T && is_prob; i++) { /* probabilities or raw logits? */
 			double sum = 0;
 			for (int64_t v = 0; v < V; v++)
