@@ -36,6 +36,8 @@ struct mt_backend_ops {
 	 * any element is not finite, and clipping to max_norm (0: none) */
 	void (*grad_prepare)(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite);
 	void (*adamw_step)(struct mt_backend *b, struct mt_adamw *o, double lr);
+	/* the accumulated gradient into a host buffer of t->total floats (for checks) */
+	int (*get_grad)(struct mt_backend *b, float *g, struct mt_err *err);
 	size_t (*bytes)(const struct mt_backend *b); /* memory held, for the start-up report */
 };
 

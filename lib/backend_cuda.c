@@ -610,6 +610,16 @@ static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
 	s->gclip = 1.0f;
 }
 
+static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
+{
+	struct cu *s = b->state;
+	cudaError_t e = cudaMemcpy(g, s->g, (size_t)s->t->total * sizeof(float), cudaMemcpyDeviceToHost);
+
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "copying the gradient from the GPU: %s", cudaGetErrorString(e));
+	return 0;
+}
+
 static size_t cuda_bytes(const struct mt_backend *b)
 {
 	const struct cu *s = b->state;
@@ -654,6 +664,11 @@ static void cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm
 	*nonfinite = 1;
 }
 static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr) { (void)b, (void)o, (void)lr; }
+static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
+{
+	(void)b, (void)g, (void)err;
+	return -1;
+}
 static size_t cuda_bytes(const struct mt_backend *b)
 {
 	(void)b;
@@ -676,5 +691,6 @@ const struct mt_backend_ops mt_backend_cuda = {
 	.step_micro = cuda_step_micro,
 	.grad_prepare = cuda_grad_prepare,
 	.adamw_step = cuda_adamw_step,
+	.get_grad = cuda_get_grad,
 	.bytes = cuda_bytes,
 };

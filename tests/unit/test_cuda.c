@@ -581,18 +581,8 @@ static int model_run(const struct mt_backend_ops *ops, enum mt_precision prec, i
 		ops->zero_grad(&b);
 		r->loss[s] = ops->step_micro(&b, tok, tgt, 1);
 		ops->grad_prepare(&b, 1.0f, 0, &norm, &nf);
-		if (s == 0) {
-			/* the gradient lives on the backend; read it through a zero-lr step's state? no:
-			 * save_state gives weights and moments only, so the first moment after one step with
-			 * beta1 = 0 is the gradient itself */
-			struct mt_adamw z;
-			mt_adamw_init(&z);
-			z.beta1 = 0;
-			z.weight_decay = 0;
-			ops->adamw_step(&b, &z, 0.0);
-			ops->save_state(&b, NULL, r->g, NULL, &e);
-			ops->load_state(&b, w0, NULL, NULL, &e);
-		}
+		if (s == 0)
+			ops->get_grad(&b, r->g, &e);
 		if (s < 3)
 			ops->adamw_step(&b, &o, 1e-3);
 	}
