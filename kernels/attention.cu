@@ -14,6 +14,8 @@
 
 #define ROWS 64
 
+extern "C" int mt_attention_tensor_cores = 1;
+
 struct geo {
 	int T, np, ng, per, row;
 	float scale;
@@ -216,10 +218,378 @@ static int bwd_hd(void *dqkv, const void *dy, const void *y, const float *lse, c
 	return 0;
 }
 
+
+// ---- tensor-core path (bf16/fp16, head size 64 or 128) ----
+//
+// Tiles of 64 queries x 64 keys, four warps of 16 rows each, WMMA 16x16x16 products
+// with fp32 accumulation. Scores and probabilities pass through shared memory, where
+// each lane owns half a row for the softmax arithmetic (so no fragment layout is
+// assumed). Forward: online softmax, the output accumulator kept in shared memory and
+// rescaled per row. Backward in two kernels, as above: query rows (dQ, and D), then
+// key/value rows (dK, dV over the group's heads in order): no atomics.
+
+#include <mma.h>
+
+namespace wm = nvcuda::wmma;
+
+#define TC_TILE 64
+#define TC_THREADS 128
+
+template <int HD> struct tcdims {
+	static constexpr int LDT = HD + 8;   // T tiles [64][LDT]
+	static constexpr int LDP = TC_TILE + 8;  // T probabilities [64][LDP]
+	static constexpr int LDS = TC_TILE + 4;  // float scores [64][LDS]
+	static constexpr int LDO = HD + 4;   // float outputs [64][LDO]
+};
+
+// rows [r0, r0 + 64) of a strided T matrix (HD columns from col) into smem; zeros past nrows
+template <typename T, int HD>
+__device__ __forceinline__ void tc_load(T *dst, const T *src, int64_t stride, int r0, int nrows)
+{
+	constexpr int LDT = tcdims<HD>::LDT, VPR = HD / 8;
+	for (int v = threadIdx.x; v < TC_TILE * VPR; v += TC_THREADS) {
+		int r = v / VPR, c = (v % VPR) * 8;
+		int4 x = make_int4(0, 0, 0, 0);
+		if (r0 + r < nrows)
+			x = *(const int4 *)(src + (int64_t)(r0 + r) * stride + c);
+		*(int4 *)(dst + r * LDT + c) = x;
+	}
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, const T *qkv, geo g)
+{
+	using D = tcdims<HD>;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Qs = (T *)sm, *Ks = Qs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT, *Ps = Vs + TC_TILE * D::LDT;
+	float *Ss = (float *)(Ps + TC_TILE * D::LDP), *Os = Ss + TC_TILE * D::LDS, *PVs = Os + TC_TILE * D::LDO;
+	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
+	int q0 = qt * TC_TILE, i = q0 + r;
+	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	float m = -INFINITY, l = 0;
+	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> qf[HD / 16];
+
+	tc_load<T, HD>(Qs, base + qo, g.row, q0, g.T);
+	for (int c = lane; c < HD; c += 32)
+		for (int rr = 0; rr < 16; rr++)
+			Os[(16 * w + rr) * D::LDO + c] = 0;
+	__syncthreads();
+	for (int k = 0; k < HD / 16; k++)
+		wm::load_matrix_sync(qf[k], Qs + 16 * w * D::LDT + 16 * k, D::LDT);
+	for (int j0 = 0; j0 <= q0 && j0 < g.T; j0 += TC_TILE) {
+		__syncthreads();
+		tc_load<T, HD>(Ks, base + ko, g.row, j0, g.T);
+		tc_load<T, HD>(Vs, base + vo, g.row, j0, g.T);
+		__syncthreads();
+		for (int n = 0; n < TC_TILE / 16; n++) {
+			wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+			wm::fill_fragment(acc, 0.0f);
+			for (int k = 0; k < HD / 16; k++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kf;
+				wm::load_matrix_sync(kf, Ks + 16 * n * D::LDT + 16 * k, D::LDT);
+				wm::mma_sync(acc, qf[k], kf, acc);
+			}
+			wm::store_matrix_sync(Ss + 16 * w * D::LDS + 16 * n, acc, D::LDS, wm::mem_row_major);
+		}
+		__syncwarp();
+		{
+			float *sr = Ss + r * D::LDS + half * 32, mx = -INFINITY, sum = 0, mn, corr;
+			T *pr = Ps + r * D::LDP + half * 32;
+			for (int c = 0; c < 32; c++) {
+				int j = j0 + half * 32 + c;
+				float s = (j <= i && j < g.T) ? sr[c] * g.scale : -INFINITY;
+				sr[c] = s;
+				mx = fmaxf(mx, s);
+			}
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+			mn = fmaxf(m, mx);
+			corr = expf(m - mn);
+			for (int c = 0; c < 32; c++) {
+				float p = expf(sr[c] - mn);
+				sum += p;
+				pr[c] = from_f<T>(p);
+			}
+			sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+			l = l * corr + sum;
+			m = mn;
+			for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+				Os[r * D::LDO + c] *= corr;
+		}
+		__syncwarp();
+		for (int n = 0; n < HD / 16; n++) {
+			wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+			wm::fill_fragment(acc, 0.0f);
+			for (int k = 0; k < TC_TILE / 16; k++) {
+				wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pf;
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> vf;
+				wm::load_matrix_sync(pf, Ps + 16 * w * D::LDP + 16 * k, D::LDP);
+				wm::load_matrix_sync(vf, Vs + 16 * k * D::LDT + 16 * n, D::LDT);
+				wm::mma_sync(acc, pf, vf, acc);
+			}
+			wm::store_matrix_sync(PVs + 16 * w * D::LDO + 16 * n, acc, D::LDO, wm::mem_row_major);
+		}
+		__syncwarp();
+		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+			Os[r * D::LDO + c] += PVs[r * D::LDO + c];
+	}
+	if (i >= g.T)
+		return;
+	for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+		y[((int64_t)b * g.T + i) * g.np * HD + hh * HD + c] = from_f<T>(Os[r * D::LDO + c] / l);
+	if (half == 0)
+		lse[((int64_t)b * g.np + hh) * g.T + i] = m + logf(l);
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_tc(T *dqkv, float *Dsum, const T *dy, const T *y,
+							     const float *lse, const T *qkv, geo g)
+{
+	using D = tcdims<HD>;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Qs = (T *)sm, *dOs = Qs + TC_TILE * D::LDT, *Ks = dOs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT;
+	T *dSs = Vs + TC_TILE * D::LDT;
+	float *Ss = (float *)(dSs + TC_TILE * D::LDP), *dPs = Ss + TC_TILE * D::LDS, *Of = dPs + TC_TILE * D::LDS;
+	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
+	int q0 = qt * TC_TILE, i = q0 + r;
+	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	const T *dyb = dy + (int64_t)b * g.T * g.np * HD + hh * HD;
+	float Dr = 0, L = 0;
+	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> qf[HD / 16], df[HD / 16];
+	wm::fragment<wm::accumulator, 16, 16, 16, float> dq[HD / 16];
+
+	tc_load<T, HD>(Qs, base + qo, g.row, q0, g.T);
+	tc_load<T, HD>(dOs, dyb, (int64_t)g.np * HD, q0, g.T);
+	__syncthreads();
+	if (i < g.T) {
+		const T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
+		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+			Dr += to_f(dOs[r * D::LDT + c]) * to_f(yr[c]);
+		L = lse[((int64_t)b * g.np + hh) * g.T + i];
+	}
+	Dr += __shfl_xor_sync(0xffffffffu, Dr, 1);
+	if (i < g.T && half == 0)
+		Dsum[((int64_t)b * g.np + hh) * g.T + i] = Dr;
+	for (int k = 0; k < HD / 16; k++) {
+		wm::load_matrix_sync(qf[k], Qs + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::load_matrix_sync(df[k], dOs + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::fill_fragment(dq[k], 0.0f);
+	}
+	for (int j0 = 0; j0 <= q0 && j0 < g.T; j0 += TC_TILE) {
+		__syncthreads();
+		tc_load<T, HD>(Ks, base + ko, g.row, j0, g.T);
+		tc_load<T, HD>(Vs, base + vo, g.row, j0, g.T);
+		__syncthreads();
+		for (int n = 0; n < TC_TILE / 16; n++) {
+			wm::fragment<wm::accumulator, 16, 16, 16, float> s, dp;
+			wm::fill_fragment(s, 0.0f);
+			wm::fill_fragment(dp, 0.0f);
+			for (int k = 0; k < HD / 16; k++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kf, vf;
+				wm::load_matrix_sync(kf, Ks + 16 * n * D::LDT + 16 * k, D::LDT);
+				wm::load_matrix_sync(vf, Vs + 16 * n * D::LDT + 16 * k, D::LDT);
+				wm::mma_sync(s, qf[k], kf, s);
+				wm::mma_sync(dp, df[k], vf, dp);
+			}
+			wm::store_matrix_sync(Ss + 16 * w * D::LDS + 16 * n, s, D::LDS, wm::mem_row_major);
+			wm::store_matrix_sync(dPs + 16 * w * D::LDS + 16 * n, dp, D::LDS, wm::mem_row_major);
+		}
+		__syncwarp();
+		for (int c = half * 32; c < half * 32 + 32; c++) {
+			int j = j0 + c;
+			float p = (j <= i && j < g.T && i < g.T) ? expf(Ss[r * D::LDS + c] * g.scale - L) : 0.0f;
+			dSs[r * D::LDP + c] = from_f<T>(p * (dPs[r * D::LDS + c] - Dr));
+		}
+		__syncwarp();
+		for (int n = 0; n < HD / 16; n++)
+			for (int k = 0; k < TC_TILE / 16; k++) {
+				wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> af;
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> kf;
+				wm::load_matrix_sync(af, dSs + 16 * w * D::LDP + 16 * k, D::LDP);
+				wm::load_matrix_sync(kf, Ks + 16 * k * D::LDT + 16 * n, D::LDT);
+				wm::mma_sync(dq[n], af, kf, dq[n]);
+			}
+	}
+	for (int n = 0; n < HD / 16; n++)
+		wm::store_matrix_sync(Of + 16 * w * D::LDO + 16 * n, dq[n], D::LDO, wm::mem_row_major);
+	__syncwarp();
+	if (i < g.T)
+		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+			dqkv[((int64_t)b * g.T + i) * g.row + qo + c] = from_f<T>(Of[r * D::LDO + c] * g.scale);
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_tc(T *dqkv, const float *Dsum, const T *dy,
+							      const float *lse, const T *qkv, geo g)
+{
+	using D = tcdims<HD>;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Ks = (T *)sm, *Vs = Ks + TC_TILE * D::LDT, *Qs = Vs + TC_TILE * D::LDT, *dOs = Qs + TC_TILE * D::LDT;
+	T *Pt = dOs + TC_TILE * D::LDT, *dSt = Pt + TC_TILE * D::LDP;
+	float *St = (float *)(dSt + TC_TILE * D::LDP), *dPt = St + TC_TILE * D::LDS, *Of = dPt + TC_TILE * D::LDS;
+	float *Ls = Of + TC_TILE * D::LDO, *Ds = Ls + TC_TILE;
+	int kt = blockIdx.x, b = blockIdx.z, grp = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
+	int k0 = kt * TC_TILE, j = k0 + r;
+	int ko = k_off(g, grp, HD), vo = ko + HD;
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> kf[HD / 16], vf[HD / 16];
+	wm::fragment<wm::accumulator, 16, 16, 16, float> dk[HD / 16], dv[HD / 16];
+
+	tc_load<T, HD>(Ks, base + ko, g.row, k0, g.T);
+	tc_load<T, HD>(Vs, base + vo, g.row, k0, g.T);
+	__syncthreads();
+	for (int k = 0; k < HD / 16; k++) {
+		wm::load_matrix_sync(kf[k], Ks + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::load_matrix_sync(vf[k], Vs + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::fill_fragment(dk[k], 0.0f);
+		wm::fill_fragment(dv[k], 0.0f);
+	}
+	for (int hh = grp * g.per; hh < (grp + 1) * g.per; hh++) {
+		int qo = q_off(g, hh, HD);
+		const T *dyb = dy + (int64_t)b * g.T * g.np * HD + hh * HD;
+		for (int i0 = k0; i0 < g.T; i0 += TC_TILE) {
+			__syncthreads();
+			tc_load<T, HD>(Qs, base + qo, g.row, i0, g.T);
+			tc_load<T, HD>(dOs, dyb, (int64_t)g.np * HD, i0, g.T);
+			for (int c = threadIdx.x; c < TC_TILE; c += TC_THREADS) {
+				int ii = i0 + c;
+				Ls[c] = ii < g.T ? lse[((int64_t)b * g.np + hh) * g.T + ii] : 0.0f;
+				Ds[c] = ii < g.T ? Dsum[((int64_t)b * g.np + hh) * g.T + ii] : 0.0f;
+			}
+			__syncthreads();
+			for (int n = 0; n < TC_TILE / 16; n++) {
+				wm::fragment<wm::accumulator, 16, 16, 16, float> s, dp;
+				wm::fill_fragment(s, 0.0f);
+				wm::fill_fragment(dp, 0.0f);
+				for (int k = 0; k < HD / 16; k++) {
+					wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> qb, db;
+					wm::load_matrix_sync(qb, Qs + 16 * n * D::LDT + 16 * k, D::LDT);
+					wm::load_matrix_sync(db, dOs + 16 * n * D::LDT + 16 * k, D::LDT);
+					wm::mma_sync(s, kf[k], qb, s);
+					wm::mma_sync(dp, vf[k], db, dp);
+				}
+				wm::store_matrix_sync(St + 16 * w * D::LDS + 16 * n, s, D::LDS, wm::mem_row_major);
+				wm::store_matrix_sync(dPt + 16 * w * D::LDS + 16 * n, dp, D::LDS, wm::mem_row_major);
+			}
+			__syncwarp();
+			for (int c = half * 32; c < half * 32 + 32; c++) {
+				int ii = i0 + c;
+				bool ok_ = ii >= j && ii < g.T && j < g.T;
+				float p = ok_ ? expf(St[r * D::LDS + c] * g.scale - Ls[c]) : 0.0f;
+				Pt[r * D::LDP + c] = from_f<T>(p);
+				dSt[r * D::LDP + c] = from_f<T>(p * (dPt[r * D::LDS + c] - Ds[c]));
+			}
+			__syncwarp();
+			for (int n = 0; n < HD / 16; n++)
+				for (int k = 0; k < TC_TILE / 16; k++) {
+					wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pa, sa;
+					wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> ob, qb;
+					wm::load_matrix_sync(pa, Pt + 16 * w * D::LDP + 16 * k, D::LDP);
+					wm::load_matrix_sync(sa, dSt + 16 * w * D::LDP + 16 * k, D::LDP);
+					wm::load_matrix_sync(ob, dOs + 16 * k * D::LDT + 16 * n, D::LDT);
+					wm::load_matrix_sync(qb, Qs + 16 * k * D::LDT + 16 * n, D::LDT);
+					wm::mma_sync(dv[n], pa, ob, dv[n]);
+					wm::mma_sync(dk[n], sa, qb, dk[n]);
+				}
+		}
+	}
+	if (j >= g.T) // whole warps may still have valid lanes: stores below are per lane
+		;
+	for (int n = 0; n < HD / 16; n++)
+		wm::store_matrix_sync(Of + 16 * w * D::LDO + 16 * n, dk[n], D::LDO, wm::mem_row_major);
+	__syncwarp();
+	if (j < g.T)
+		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+			dqkv[((int64_t)b * g.T + j) * g.row + ko + c] = from_f<T>(Of[r * D::LDO + c] * g.scale);
+	__syncwarp();
+	for (int n = 0; n < HD / 16; n++)
+		wm::store_matrix_sync(Of + 16 * w * D::LDO + 16 * n, dv[n], D::LDO, wm::mem_row_major);
+	__syncwarp();
+	if (j < g.T)
+		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+			dqkv[((int64_t)b * g.T + j) * g.row + vo + c] = from_f<T>(Of[r * D::LDO + c]);
+}
+
+template <int HD> static size_t tc_fwd_smem()
+{
+	using D = tcdims<HD>;
+	return (size_t)TC_TILE * (3 * D::LDT + D::LDP) * 2 + (size_t)TC_TILE * (D::LDS + 2 * D::LDO) * 4;
+}
+template <int HD> static size_t tc_dq_smem()
+{
+	using D = tcdims<HD>;
+	return (size_t)TC_TILE * (4 * D::LDT + D::LDP) * 2 + (size_t)TC_TILE * (2 * D::LDS + D::LDO) * 4;
+}
+template <int HD> static size_t tc_dkv_smem()
+{
+	using D = tcdims<HD>;
+	return (size_t)TC_TILE * (4 * D::LDT + 2 * D::LDP) * 2 + (size_t)TC_TILE * (2 * D::LDS + D::LDO + 2) * 4;
+}
+
+template <typename T, int HD>
+static int fwd_tc(void *y, float *lse, const void *qkv, int B, geo g)
+{
+	size_t sm = tc_fwd_smem<HD>();
+	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_tc<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	attn_fwd_tc<T, HD><<<dim3((unsigned)((g.T + TC_TILE - 1) / TC_TILE), (unsigned)g.np, (unsigned)B), TC_THREADS, sm>>>(
+		(T *)y, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
+template <typename T, int HD>
+static int bwd_tc(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B, geo g,
+		  float *scratch)
+{
+	unsigned tiles = (unsigned)((g.T + TC_TILE - 1) / TC_TILE);
+	size_t s1 = tc_dq_smem<HD>(), s2 = tc_dkv_smem<HD>();
+	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dq_tc<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
+	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dkv_tc<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
+	attn_bwd_dq_tc<T, HD><<<dim3(tiles, (unsigned)g.np, (unsigned)B), TC_THREADS, s1>>>(
+		(T *)dqkv, scratch, (const T *)dy, (const T *)y, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	attn_bwd_dkv_tc<T, HD><<<dim3(tiles, (unsigned)g.ng, (unsigned)B), TC_THREADS, s2>>>(
+		(T *)dqkv, scratch, (const T *)dy, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
+// the tensor-core path where it applies: 16-bit types, head size 64 or 128
+template <typename T> static int try_fwd_tc(void *, float *, const void *, int, geo, int) { return 1; }
+template <typename T> static int try_bwd_tc(void *, const void *, const void *, const float *, const void *, int, geo, float *, int) { return 1; }
+template <> int try_fwd_tc<__nv_bfloat16>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
+{
+	return hd == 64 ? fwd_tc<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_tc<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
+}
+template <> int try_fwd_tc<__half>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
+{
+	return hd == 64 ? fwd_tc<__half, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_tc<__half, 128>(y, lse, qkv, B, g) : 1;
+}
+template <> int try_bwd_tc<__nv_bfloat16>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
+					  geo g, float *scratch, int hd)
+{
+	return hd == 64 ? bwd_tc<__nv_bfloat16, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
+	       : hd == 128 ? bwd_tc<__nv_bfloat16, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
+}
+template <> int try_bwd_tc<__half>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
+				   geo g, float *scratch, int hd)
+{
+	return hd == 64 ? bwd_tc<__half, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
+	       : hd == 128 ? bwd_tc<__half, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
+}
+
 template <typename T>
-static int attn_fwd(void *y, float *lse, const void *qkv, int B, int T_, int np, int ng, int hd)
+static int attn_fwd(void *y, float *lse, const void *qkv, int B, int T_, int np, int ng, int hd, int use_tc)
 {
 	geo g = make_geo(T_, np, ng, hd);
+	int rc = use_tc ? try_fwd_tc<T>(y, lse, qkv, B, g, hd) : 1;
+
+	if (rc <= 0)
+		return rc;
 	switch (hd) {
 	case 8: return fwd_hd<T, 8>(y, lse, qkv, B, g);
 	case 16: return fwd_hd<T, 16>(y, lse, qkv, B, g);
@@ -232,9 +602,13 @@ static int attn_fwd(void *y, float *lse, const void *qkv, int B, int T_, int np,
 
 template <typename T>
 static int attn_bwd(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B, int T_,
-		    int np, int ng, int hd, float *scratch)
+		    int np, int ng, int hd, float *scratch, int use_tc)
 {
 	geo g = make_geo(T_, np, ng, hd);
+	int rc = use_tc ? try_bwd_tc<T>(dqkv, dy, y, lse, qkv, B, g, scratch, hd) : 1;
+
+	if (rc <= 0)
+		return rc;
 	switch (hd) {
 	case 8: return bwd_hd<T, 8>(dqkv, dy, y, lse, qkv, B, g, scratch);
 	case 16: return bwd_hd<T, 16>(dqkv, dy, y, lse, qkv, B, g, scratch);
@@ -249,12 +623,12 @@ extern "C" int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const voi
 				int hd)
 {
 	MT_REQUIRE(B > 0 && T_ > 0 && ng > 0 && np % ng == 0 && B < 65536 && np < 65536, "attention: bad shape");
-	return MT_DISPATCH(dt, attn_fwd, y, lse, qkv, B, T_, np, ng, hd);
+	return MT_DISPATCH(dt, attn_fwd, y, lse, qkv, B, T_, np, ng, hd, mt_attention_tensor_cores);
 }
 
 extern "C" int mt_attention_bwd(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
 				const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
 {
 	MT_REQUIRE(B > 0 && T_ > 0 && ng > 0 && np % ng == 0 && B < 65536 && np < 65536, "attention: bad shape");
-	return MT_DISPATCH(dt, attn_bwd, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch);
+	return MT_DISPATCH(dt, attn_bwd, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch, mt_attention_tensor_cores);
 }

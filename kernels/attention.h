@@ -14,6 +14,10 @@
 extern "C" {
 #endif
 
+/* 1 (default): bf16/fp16 with head size 64 or 128 take the tensor-core kernels; 0: the
+ * CUDA-core ones (for comparing the two) */
+extern int mt_attention_tensor_cores;
+
 /* y[B*T][np*hd] = softmax(q k^T / sqrt(hd), causal) v; lse[B][np][T] */
 int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
 /* dqkv (every element written) from dy, y, lse and qkv; scratch: B*np*T floats */

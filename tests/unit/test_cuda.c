@@ -528,15 +528,19 @@ static void test_adamw(void)
 
 /* ---- the whole model: CUDA backend against the CPU backend ---- */
 
+/* heads of 16 channels by default; model_hd64 = 1 gives 2 heads of 64 (the tensor-core
+ * attention path in bf16) */
+static int model_hd64;
+
 static void model_config(struct mt_config *c, int llama)
 {
 	memset(c, 0, sizeof(*c));
 	c->num_layers = 2;
-	c->hidden_size = 64;
-	c->num_attention_heads = 4;
-	c->num_query_groups = llama ? 2 : 4;
+	c->hidden_size = model_hd64 ? 128 : 64;
+	c->num_attention_heads = model_hd64 ? 2 : 4;
+	c->num_query_groups = llama ? (model_hd64 ? 1 : 2) : c->num_attention_heads;
 	c->ffn_hidden_size = llama ? 160 : 256;
-	c->seq_length = 48;
+	c->seq_length = model_hd64 ? 100 : 48;
 	c->vocab_size = 300;
 	c->make_vocab_size_divisible_by = 128;
 	c->add_bias_linear = !llama;
@@ -603,6 +607,8 @@ static void test_model(int llama, enum mt_precision prec, int full)
 	int32_t *tok, *tgt;
 	float *w0;
 	struct run cpu, gpu, again;
+	if (model_hd64)
+		B = 2;
 	double lt = prec == MT_PREC_FP32 ? 1e-5 : 2e-3, gt = prec == MT_PREC_FP32 ? 1e-4 : 5e-2, worst = 0, wworst = 0;
 	const char *worst_name = "";
 
@@ -626,8 +632,8 @@ static void test_model(int llama, enum mt_precision prec, int full)
 		ok(0, "%s %s: backends run", name, pn);
 		return;
 	}
-	ok(fabs(gpu.loss[0] - cpu.loss[0]) / cpu.loss[0] < lt, "%s %s%s: loss %.7f against the CPU's %.7f (rel limit %.0e)",
-	   name, pn, full ? " full recompute" : "", gpu.loss[0], cpu.loss[0], lt);
+	ok(fabs(gpu.loss[0] - cpu.loss[0]) / cpu.loss[0] < lt, "%s%s %s%s: loss %.7f against the CPU's %.7f (rel limit %.0e)",
+	   name, model_hd64 ? " hd64" : "", pn, full ? " full recompute" : "", gpu.loss[0], cpu.loss[0], lt);
 	for (int i = 0; i < t.n; i++) {
 		const struct mt_param *p = &t.p[i];
 		double md = 0, mr = 0;
@@ -678,6 +684,7 @@ int main(void)
 		test_attention(dt, 2, 70, 4, 4, 16);
 		test_attention(dt, 1, 130, 4, 2, 64);
 		test_attention(dt, 1, 40, 2, 1, 128);
+		test_attention(dt, 2, 300, 6, 2, 64);
 	}
 	test_adamw();
 	mt_lt_destroy(lt);
@@ -687,6 +694,10 @@ int main(void)
 	test_model(1, MT_PREC_FP32, 1);
 	test_model(0, MT_PREC_BF16, 0);
 	test_model(1, MT_PREC_BF16, 0);
+	model_hd64 = 1;
+	test_model(0, MT_PREC_BF16, 0);
+	test_model(1, MT_PREC_BF16, 0);
+	test_model(1, MT_PREC_FP32, 0);
 	return tap_done();
 }
 
