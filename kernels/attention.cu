@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, cons
 	using D = tcdims<HD>;
 	extern __shared__ __align__(128) unsigned char sm[];
 	T *Qs = (T *)sm, *Ks = Qs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT, *Ps = Vs + TC_TILE * D::LDT;
-	float *Ss = (float *)(Ps + TC_TILE * D::LDP), *Os = Ss + TC_TILE * D::LDS, *PVs = Os + TC_TILE * D::LDO;
+	float *Ss = (float *)(Ps + TC_TILE * D::LDP), *Os = Ss + TC_TILE * D::LDS;
 	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
 	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
 	int q0 = qt * TC_TILE, i = q0 + r;
@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, cons
 		__syncwarp();
 		for (int n = 0; n < HD / 16; n++) {
 			wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-			wm::fill_fragment(acc, 0.0f);
+			wm::load_matrix_sync(acc, Os + 16 * w * D::LDO + 16 * n, D::LDO, wm::mem_row_major);
 			for (int k = 0; k < TC_TILE / 16; k++) {
 				wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pf;
 				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> vf;
@@ -328,11 +328,9 @@ __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, cons
 				wm::load_matrix_sync(vf, Vs + 16 * k * D::LDT + 16 * n, D::LDT);
 				wm::mma_sync(acc, pf, vf, acc);
 			}
-			wm::store_matrix_sync(PVs + 16 * w * D::LDO + 16 * n, acc, D::LDO, wm::mem_row_major);
+			wm::store_matrix_sync(Os + 16 * w * D::LDO + 16 * n, acc, D::LDO, wm::mem_row_major);
 		}
 		__syncwarp();
-		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
-			Os[r * D::LDO + c] += PVs[r * D::LDO + c];
 	}
 	if (i >= g.T)
 		return;
@@ -517,7 +515,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_tc(T *dqkv, const flo
 template <int HD> static size_t tc_fwd_smem()
 {
 	using D = tcdims<HD>;
-	return (size_t)TC_TILE * (3 * D::LDT + D::LDP) * 2 + (size_t)TC_TILE * (D::LDS + 2 * D::LDO) * 4;
+	return (size_t)TC_TILE * (3 * D::LDT + D::LDP) * 2 + (size_t)TC_TILE * (D::LDS + D::LDO) * 4;
 }
 template <int HD> static size_t tc_dq_smem()
 {

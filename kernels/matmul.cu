@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "common.cuh"
+#include "gelu.h"
 
 struct mt_lt {
 	cublasLtHandle_t h;
@@ -70,9 +71,12 @@ static uint32_t align_of(const void *p)
 }
 
 // column-major D[m,n] = op(A) op(B) + beta C (+ bias[m]); C may equal D
-static int lt_gemm(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, int64_t k, cudaDataType_t tab,
-		   const void *A, int64_t lda, const void *B, int64_t ldb, float beta, cudaDataType_t tcd,
-		   const void *C, void *D, int64_t ldd, const void *bias)
+// epi: CUBLASLT_EPILOGUE_DEFAULT (then BIAS when bias is given), or a GELU one with aux;
+// returns 1, having done nothing, when cuBLASLt has no algorithm for that epilogue
+static int lt_gemm_epi(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, int64_t k, cudaDataType_t tab,
+		       const void *A, int64_t lda, const void *B, int64_t ldb, float beta, cudaDataType_t tcd,
+		       const void *C, void *D, int64_t ldd, const void *bias, cublasLtEpilogue_t epi, const void *aux,
+		       int64_t auxld)
 {
 	cublasLtMatmulDesc_t op = NULL;
 	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
@@ -86,10 +90,15 @@ static int lt_gemm(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, int64
 	LT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
 	LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
 	LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
-	if (bias) {
-		cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+	if (bias && epi == CUBLASLT_EPILOGUE_DEFAULT)
+		epi = CUBLASLT_EPILOGUE_BIAS;
+	if (epi != CUBLASLT_EPILOGUE_DEFAULT)
 		LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+	if (bias)
 		LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+	if (aux) {
+		LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+		LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxld, sizeof(auxld)));
 	}
 	LT_CHECK(cublasLtMatrixLayoutCreate(&la, tab, ta ? k : m, ta ? m : k, lda));
 	LT_CHECK(cublasLtMatrixLayoutCreate(&lb, tab, tb ? n : k, tb ? k : n, ldb));
@@ -105,10 +114,11 @@ static int lt_gemm(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, int64
 	LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof(al)));
 	al = align_of(D);
 	LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al)));
-	LT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt->h, op, la, lb, lc, lc, pref, 1, &res, &found));
-	if (!found) {
-		rc = mt_cuda_fail(__FILE__, __LINE__, "cuBLASLt has no algorithm for %lld x %lld x %lld", (long long)m,
-				  (long long)n, (long long)k);
+	if (cublasLtMatmulAlgoGetHeuristic(lt->h, op, la, lb, lc, lc, pref, 1, &res, &found) != CUBLAS_STATUS_SUCCESS ||
+	    !found) {
+		rc = aux ? 1
+			 : mt_cuda_fail(__FILE__, __LINE__, "cuBLASLt has no algorithm for %lld x %lld x %lld", (long long)m,
+					(long long)n, (long long)k);
 		goto out;
 	}
 	LT_CHECK(cublasLtMatmul(lt->h, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &res.algo, lt->ws,
@@ -125,6 +135,14 @@ out:
 	if (op)
 		cublasLtMatmulDescDestroy(op);
 	return rc;
+}
+
+static int lt_gemm(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, int64_t k, cudaDataType_t tab,
+		   const void *A, int64_t lda, const void *B, int64_t ldb, float beta, cudaDataType_t tcd,
+		   const void *C, void *D, int64_t ldd, const void *bias)
+{
+	return lt_gemm_epi(lt, ta, tb, m, n, k, tab, A, lda, B, ldb, beta, tcd, C, D, ldd, bias, CUBLASLT_EPILOGUE_DEFAULT,
+			   NULL, 0);
 }
 
 extern "C" int mt_linear_fwd(struct mt_lt *lt, enum mt_dtype dt, void *out, const void *in, const void *W,
@@ -150,4 +168,34 @@ extern "C" int mt_linear_bwd_w(struct mt_lt *lt, enum mt_dtype dt, float *dW, co
 			       int64_t N, int64_t IN, int64_t O)
 {
 	return lt_gemm(lt, 0, 1, IN, O, N, cuda_type(dt), in, IN, dout, O, 1.0f, CUDA_R_32F, dW, dW, IN, NULL);
+}
+
+extern "C" int mt_linear_fwd_gelu(struct mt_lt *lt, enum mt_dtype dt, void *act, void *pre, const void *in, const void *W,
+				  const void *bias, int64_t N, int64_t IN, int64_t O)
+{
+	cudaDataType_t t = cuda_type(dt);
+	int rc = O % 8 ? 1
+		 : lt_gemm_epi(lt, 1, 0, O, N, IN, t, W, IN, in, IN, 0.0f, t, NULL, act, O, bias,
+			       bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, pre, O);
+
+	if (rc <= 0)
+		return rc;
+	if (mt_linear_fwd(lt, dt, pre, in, W, bias, NULL, N, IN, O))
+		return -1;
+	return mt_gelu_fwd(dt, act, pre, N * O);
+}
+
+extern "C" int mt_linear_bwd_in_dgelu(struct mt_lt *lt, enum mt_dtype dt, void *din, const void *dout, const void *W,
+				      const void *pre, int64_t N, int64_t IN, int64_t O)
+{
+	cudaDataType_t t = cuda_type(dt);
+	int rc = IN % 8 ? 1
+		 : lt_gemm_epi(lt, 0, 0, IN, N, O, t, W, IN, dout, O, 0.0f, t, NULL, din, IN, NULL, CUBLASLT_EPILOGUE_DGELU,
+			       pre, IN);
+
+	if (rc <= 0)
+		return rc;
+	if (mt_linear_bwd_in(lt, dt, din, dout, W, N, IN, O, 0))
+		return -1;
+	return mt_gelu_bwd(dt, din, din, pre, N * IN);
 }

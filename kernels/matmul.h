@@ -31,6 +31,14 @@ int mt_linear_bwd_in(struct mt_lt *lt, enum mt_dtype dt, void *din, const void *
 int mt_linear_bwd_w(struct mt_lt *lt, enum mt_dtype dt, float *dW, const void *dout, const void *in, int64_t N,
 		    int64_t IN, int64_t O);
 
+/* act[N,O] = gelu(pre), pre[N,O] = in @ W^T (+ bias): fc1 with GELU (tanh) in cuBLASLt's
+ * epilogue, or a GELU kernel after the product where cuBLASLt has no such algorithm */
+int mt_linear_fwd_gelu(struct mt_lt *lt, enum mt_dtype dt, void *act, void *pre, const void *in, const void *W,
+		       const void *bias, int64_t N, int64_t IN, int64_t O);
+/* din[N,IN] = (dout[N,O] @ W[O,IN]) * gelu'(pre[N,IN]): fc2's input gradient through GELU */
+int mt_linear_bwd_in_dgelu(struct mt_lt *lt, enum mt_dtype dt, void *din, const void *dout, const void *W,
+			   const void *pre, int64_t N, int64_t IN, int64_t O);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,6 +49,14 @@ struct slot {
 	float *ln1s, *ln2s, *lse;
 };
 
+/* MT_CUDA_PROFILE=1 in the environment: time every kernel call with CUDA events and log
+ * the totals per kind at the end (for the performance notes; it serializes nothing but
+ * costs a little) */
+enum { P_MATMUL, P_ATTN, P_NORM, P_BIAS, P_ACT, P_CLASS, P_EMBED, P_OPTIM, P_NCAT };
+static const char *const pcat_name[P_NCAT] = { "matmul", "attention", "norm", "bias grad", "activation+rope", "classifier",
+					       "embedding", "optimizer" };
+#define PROF_MAX 4096
+
 struct cu {
 	const struct mt_config *c;
 	const struct mt_params *t;
@@ -76,7 +84,33 @@ struct cu {
 	/* fp16 loss scaling */
 	double scale;
 	int growth, hyst;
+	/* profiling */
+	int prof, nev;
+	cudaEvent_t *ev;
+	int *evcat;
+	double ptime[P_NCAT];
 };
+
+static void prof_mark(struct cu *s, int cat)
+{
+	if (!s->prof || s->nev + 2 > PROF_MAX)
+		return;
+	s->evcat[s->nev / 2] = cat;
+	cudaEventRecord(s->ev[s->nev++], 0);
+}
+
+static void prof_collect(struct cu *s)
+{
+	if (!s->prof)
+		return;
+	cudaDeviceSynchronize();
+	for (int k = 0; k + 1 < s->nev; k += 2) {
+		float ms = 0;
+		cudaEventElapsedTime(&ms, s->ev[k], s->ev[k + 1]);
+		s->ptime[s->evcat[k / 2]] += ms;
+	}
+	s->nev = 0;
+}
 
 static int fail_cuda(struct cu *s)
 {
@@ -86,10 +120,17 @@ static int fail_cuda(struct cu *s)
 	return -1;
 }
 
-#define K(call)                                                                                    \
+#define K(call) KP(-1, call)
+/* a kernel call of a profiled kind */
+#define KP(cat, call)                                                                              \
 	do {                                                                                       \
+		int c_ = (cat);                                                                    \
+		if (c_ >= 0)                                                                       \
+			prof_mark(s, c_);                                                          \
 		if ((call))                                                                        \
 			return fail_cuda(s);                                                       \
+		if (c_ >= 0)                                                                       \
+			prof_mark(s, c_);                                                          \
 	} while (0)
 
 static int rt_check(struct cu *s, cudaError_t e, const char *what, int line)
@@ -183,6 +224,16 @@ static void cuda_free(struct mt_backend *b)
 
 	if (!s)
 		return;
+	if (s->prof) {
+		double tot = 0;
+		for (int i = 0; i < P_NCAT; i++)
+			tot += s->ptime[i];
+		for (int i = 0; i < P_NCAT; i++)
+			mt_info("cuda profile: %-16s %9.1f ms %5.1f%%", pcat_name[i], s->ptime[i], tot > 0 ? 100 * s->ptime[i] / tot : 0);
+		for (int i = 0; i < PROF_MAX; i++)
+			cudaEventDestroy(s->ev[i]);
+		free(s->ev), free(s->evcat);
+	}
 	mt_lt_destroy(s->lt);
 	for (int i = 0; i < 4; i++)
 		if (s->mem[i])
@@ -245,6 +296,15 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->scale = s->o.precision != MT_PREC_FP16 ? 1.0
 		   : s->o.loss_scale > 0 ? s->o.loss_scale : s->o.initial_loss_scale;
 	s->hyst = s->o.hysteresis;
+	if (getenv("MT_CUDA_PROFILE") && atoi(getenv("MT_CUDA_PROFILE")) > 0) {
+		s->ev = calloc(PROF_MAX, sizeof(*s->ev));
+		s->evcat = calloc(PROF_MAX / 2, sizeof(int));
+		if (!s->ev || !s->evcat)
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		for (int i = 0; i < PROF_MAX; i++)
+			cudaEventCreate(&s->ev[i]);
+		s->prof = 1;
+	}
 	if (s->hd != 8 && s->hd != 16 && s->hd != 32 && s->hd != 64 && s->hd != 128)
 		return mt_err_set(err, MT_EXIT_USAGE, "the CUDA backend supports head sizes 8, 16, 32, 64 and 128, not %lld",
 				  (long long)s->hd);
@@ -381,21 +441,24 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	int rms = c->normalization == MT_NORM_RMSNORM;
 	void *xin = row(s, s->res, l * s->N, s->h), *xout = row(s, s->res, (l + 1) * s->N, s->h);
 
-	K(mt_norm_fwd(dt, sl->ln1, sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->N, s->h, rms,
+	KP(P_NORM, mt_norm_fwd(dt, sl->ln1, sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->N, s->h, rms,
 		      (float)c->norm_epsilon));
-	K(mt_linear_fwd(s->lt, dt, sl->qkv, sl->ln1, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, s->N, s->h, s->qkv));
+	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->qkv, sl->ln1, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, s->N, s->h, s->qkv));
 	if (c->position_embedding_type == MT_POS_ROPE)
-		K(mt_rope(dt, sl->qkv, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 0));
-	K(mt_attention_fwd(dt, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np, (int)s->ng, (int)s->hd));
-	K(mt_linear_fwd(s->lt, dt, sl->mid, sl->atty, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), xin, s->N, s->q, s->h));
-	K(mt_norm_fwd(dt, sl->ln2, sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B), s->N, s->h, rms,
+		KP(P_ACT, mt_rope(dt, sl->qkv, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 0));
+	KP(P_ATTN, mt_attention_fwd(dt, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np, (int)s->ng, (int)s->hd));
+	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->mid, sl->atty, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), xin, s->N, s->q, s->h));
+	KP(P_NORM, mt_norm_fwd(dt, sl->ln2, sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B), s->N, s->h, rms,
 		      (float)c->norm_epsilon));
-	K(mt_linear_fwd(s->lt, dt, sl->fc1, sl->ln2, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, s->N, s->h, s->fc1));
-	if (c->swiglu)
-		K(mt_swiglu_fwd(dt, sl->act, sl->fc1, s->N, s->f));
-	else
-		K(mt_gelu_fwd(dt, sl->act, sl->fc1, s->N * s->f));
-	K(mt_linear_fwd(s->lt, dt, xout, sl->act, wp(s, l, MT_P_FC2_W), wp(s, l, MT_P_FC2_B), sl->mid, s->N, s->f, s->h));
+	if (c->swiglu) {
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->fc1, sl->ln2, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, s->N,
+					   s->h, s->fc1));
+		KP(P_ACT, mt_swiglu_fwd(dt, sl->act, sl->fc1, s->N, s->f));
+	} else {
+		KP(P_MATMUL, mt_linear_fwd_gelu(s->lt, dt, sl->act, sl->fc1, sl->ln2, wp(s, l, MT_P_FC1_W),
+						wp(s, l, MT_P_FC1_B), s->N, s->h, s->fc1));
+	}
+	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, xout, sl->act, wp(s, l, MT_P_FC2_W), wp(s, l, MT_P_FC2_B), sl->mid, s->N, s->f, s->h));
 	return 0;
 }
 
@@ -409,34 +472,36 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 	float *gb;
 
 	/* MLP */
-	K(mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), s->dres, sl->act, s->N, s->f, s->h));
+	KP(P_MATMUL, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), s->dres, sl->act, s->N, s->f, s->h));
 	if ((gb = gp(s, l, MT_P_FC2_B)))
-		K(mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
-	K(mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_FC2_W), s->N, s->f, s->h, 0));
-	if (c->swiglu)
-		K(mt_swiglu_bwd(dt, s->dbig, s->dsmall, sl->fc1, s->N, s->f));
-	else
-		K(mt_gelu_bwd(dt, s->dbig, s->dsmall, sl->fc1, s->N * s->f));
-	K(mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, sl->ln2, s->N, s->h, s->fc1));
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
+	if (c->swiglu) {
+		KP(P_MATMUL, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_FC2_W), s->N, s->f, s->h, 0));
+		KP(P_ACT, mt_swiglu_bwd(dt, s->dbig, s->dsmall, sl->fc1, s->N, s->f));
+	} else {
+		KP(P_MATMUL, mt_linear_bwd_in_dgelu(s->lt, dt, s->dbig, s->dres, wp(s, l, MT_P_FC2_W), sl->fc1, s->N, s->f,
+						    s->h));
+	}
+	KP(P_MATMUL, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, sl->ln2, s->N, s->h, s->fc1));
 	if ((gb = gp(s, l, MT_P_FC1_B)))
-		K(mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
-	K(mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
-	K(mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), s->dln, sl->mid, sl->ln2s,
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
+	KP(P_MATMUL, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
+	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), s->dln, sl->mid, sl->ln2s,
 		      wp(s, l, MT_P_LN2_W), s->N, s->h, rms, s->scratch));
 	/* attention */
-	K(mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), s->dres, sl->atty, s->N, s->q, s->h));
+	KP(P_MATMUL, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), s->dres, sl->atty, s->N, s->q, s->h));
 	if ((gb = gp(s, l, MT_P_PROJ_B)))
-		K(mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
-	K(mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
-	K(mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
+	KP(P_MATMUL, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
+	KP(P_ATTN, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
 			   (int)s->ng, (int)s->hd, s->dsum));
 	if (c->position_embedding_type == MT_POS_ROPE)
-		K(mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
-	K(mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, sl->ln1, s->N, s->h, s->qkv));
+		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
+	KP(P_MATMUL, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, sl->ln1, s->N, s->h, s->qkv));
 	if ((gb = gp(s, l, MT_P_QKV_B)))
-		K(mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
-	K(mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
-	K(mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), s->dln, xin, sl->ln1s,
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
+	KP(P_MATMUL, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
+	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), s->dln, xin, sl->ln1s,
 		      wp(s, l, MT_P_LN1_W), s->N, s->h, rms, s->scratch));
 	return 0;
 }
@@ -483,29 +548,32 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 		count += targets[n] >= 0;
 	RT(cudaMemcpy(s->tok, tokens, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
 	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
-	K(mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T, s->h));
-	for (int l = 0; l < s->L; l++)
-		if (layer_fwd(s, l, &s->slots[s->o.recompute_full ? 0 : l]))
-			return -1;
-	K(mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->N, s->h, rms,
-		      (float)c->norm_epsilon));
-	for (int64_t r0 = 0; r0 < s->N; r0 += s->chunk_rows) {
-		int64_t rows = s->N - r0 < s->chunk_rows ? s->N - r0 : s->chunk_rows;
-		void *x = row(s, s->lnf, r0, s->h);
-		K(mt_linear_fwd(s->lt, dt, s->logits, x, wout, NULL, NULL, rows, s->h, s->V));
-		K(mt_classifier(dt, s->logits, s->rowloss + r0, s->tgt + r0, rows, s->V, backward,
-				count ? (float)(s->scale / (double)count) : 0.0f));
-		if (backward) {
-			K(mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V));
-			K(mt_linear_bwd_in(s->lt, dt, row(s, s->dln, r0, s->h), s->logits, wout, rows, s->h, s->V, 0));
-		}
-	}
 	if (backward) {
+		/* before any kernel is queued: these copies wait for the device */
 		nu = group_tokens(s, tokens);
 		RT(cudaMemcpy(s->u_tok, s->h_u, (size_t)nu * sizeof(int32_t), cudaMemcpyHostToDevice));
 		RT(cudaMemcpy(s->u_start, s->h_start, (size_t)(nu + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
 		RT(cudaMemcpy(s->u_pos, s->h_pos, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
-		K(mt_norm_bwd(dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL, s->lnfs,
+	}
+	KP(P_EMBED, mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T, s->h));
+	for (int l = 0; l < s->L; l++)
+		if (layer_fwd(s, l, &s->slots[s->o.recompute_full ? 0 : l]))
+			return -1;
+	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->N, s->h, rms,
+		      (float)c->norm_epsilon));
+	for (int64_t r0 = 0; r0 < s->N; r0 += s->chunk_rows) {
+		int64_t rows = s->N - r0 < s->chunk_rows ? s->N - r0 : s->chunk_rows;
+		void *x = row(s, s->lnf, r0, s->h);
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, s->logits, x, wout, NULL, NULL, rows, s->h, s->V));
+		KP(P_CLASS, mt_classifier(dt, s->logits, s->rowloss + r0, s->tgt + r0, rows, s->V, backward,
+				count ? (float)(s->scale / (double)count) : 0.0f));
+		if (backward) {
+			KP(P_MATMUL, mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V));
+			KP(P_MATMUL, mt_linear_bwd_in(s->lt, dt, row(s, s->dln, r0, s->h), s->logits, wout, rows, s->h, s->V, 0));
+		}
+	}
+	if (backward) {
+		KP(P_NORM, mt_norm_bwd(dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL, s->lnfs,
 			      wp(s, -1, MT_P_FINAL_W), s->N, s->h, rms, s->scratch));
 		for (int l = (int)s->L - 1; l >= 0; l--) {
 			struct slot *sl = &s->slots[s->o.recompute_full ? 0 : l];
@@ -514,7 +582,7 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 			if (layer_bwd(s, l, sl))
 				return -1;
 		}
-		K(mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok, s->u_start,
+		KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok, s->u_start,
 			       s->u_pos, nu, s->N, s->T, s->h));
 	}
 	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)s->N * sizeof(float), cudaMemcpyDeviceToHost));
@@ -531,6 +599,7 @@ static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const
 
 	if (s->failed || micro(s, tokens, targets, backward, &loss))
 		return NAN;
+	prof_collect(s);
 	return loss;
 }
 
@@ -562,10 +631,12 @@ static void cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm
 	s->gclip = 1.0f;
 	*norm = 0;
 	*nonfinite = 1;
+	prof_mark(s, P_OPTIM);
 	if (s->failed || mt_grad_sumsq_dev(s->chunks, s->nchunks, s->g, sc, s->partial, s->sumsq)) {
 		fail_cuda(s);
 		return;
 	}
+	prof_mark(s, P_OPTIM);
 	if (rt_check(s, cudaMemcpy(&sq, s->sumsq, sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
 		return;
 	if (!isfinite(sq)) {
@@ -604,9 +675,12 @@ static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
 	k.neg_step_size = c.neg_step_size;
 	if (s->failed)
 		return;
+	prof_mark(s, P_OPTIM);
 	if (mt_adamw_apply(s->chunks, s->nchunks, &k, s->gclip, s->w, s->g, s->m, s->v, s->dt,
 			   s->dt == MT_F32 ? NULL : s->wc))
 		fail_cuda(s);
+	prof_mark(s, P_OPTIM);
+	prof_collect(s);
 	s->gclip = 1.0f;
 }
 

@@ -184,9 +184,9 @@ static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
 	free(ref), free(dW0);
 }
 
-static void test_norm(enum mt_dtype dt, int rms)
+static void test_norm(enum mt_dtype dt, int rms, int64_t h)
 {
-	int64_t N = 70, h = 200;
+	int64_t N = 70;
 	struct buf x = mk(dt, N * h, 2), w = mk(dt, h, 1), b = mk(dt, h, 1), y = out(dt, N * h), st = out(MT_F32, N * 2);
 	struct buf dy = mk(dt, N * h, 1), dx = mk(dt, N * h, 1), dw = mk(MT_F32, h, 1), db = mk(MT_F32, h, 1);
 	float *scr, *dx0 = malloc((size_t)(N * h) * 4), *dw0 = malloc((size_t)h * 4), *db0 = malloc((size_t)h * 4);
@@ -222,7 +222,7 @@ static void test_norm(enum mt_dtype dt, int rms)
 			dx0[n * h + i] = (float)(dx0[n * h + i] + rstd * (d - (rms ? 0 : sdy) - xh * sdyx));
 		}
 	}
-	snprintf(what, sizeof(what), "%s fwd", rms ? "rmsnorm" : "layernorm");
+	snprintf(what, sizeof(what), "%s fwd h=%lld", rms ? "rmsnorm" : "layernorm", (long long)h);
 	CHECK(y.h, ry, N * h, dt, what);
 	for (int64_t k = 0; k < N * h; k++)
 		ry[k] = dx0[k];
@@ -677,8 +677,10 @@ int main(void)
 	for (int d = 0; d < 2; d++) {
 		enum mt_dtype dt = d ? MT_BF16 : MT_F32;
 		test_matmul(dt, lt);
-		test_norm(dt, 0);
-		test_norm(dt, 1);
+		test_norm(dt, 0, 200); /* 16-byte loads */
+		test_norm(dt, 1, 200);
+		test_norm(dt, 0, 203); /* element loads */
+		test_norm(dt, 1, 203);
 		test_act(dt);
 		test_rope_embed_classifier(dt);
 		test_attention(dt, 2, 70, 4, 4, 16);
