@@ -297,8 +297,9 @@ __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, cons
 		{
 			float *sr = Ss + r * D::LDS + half * 32, mx = -INFINITY, sum = 0, mn, corr;
 			T *pr = Ps + r * D::LDP + half * 32;
-			for (int c = 0; c < 32; c++) {
-				int j = j0 + half * 32 + c;
+			// columns staggered by lane: the 32 lanes touch 32 different banks
+			for (int cc = 0; cc < 32; cc++) {
+				int c = (cc + lane) & 31, j = j0 + half * 32 + c;
 				float s = (j <= i && j < g.T) ? sr[c] * g.scale : -INFINITY;
 				sr[c] = s;
 				mx = fmaxf(mx, s);
@@ -306,7 +307,8 @@ __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, cons
 			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 			mn = fmaxf(m, mx);
 			corr = expf(m - mn);
-			for (int c = 0; c < 32; c++) {
+			for (int cc = 0; cc < 32; cc++) {
+				int c = (cc + lane) & 31;
 				float p = expf(sr[c] - mn);
 				sum += p;
 				pr[c] = from_f<T>(p);
@@ -314,8 +316,8 @@ __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, cons
 			sum += __shfl_xor_sync(0xffffffffu, sum, 1);
 			l = l * corr + sum;
 			m = mn;
-			for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
-				Os[r * D::LDO + c] *= corr;
+			for (int cc = 0; cc < HD / 2; cc++)
+				Os[r * D::LDO + half * (HD / 2) + ((cc + lane) % (HD / 2))] *= corr;
 		}
 		__syncwarp();
 		for (int n = 0; n < HD / 16; n++) {
@@ -340,6 +342,11 @@ __global__ void __launch_bounds__(TC_THREADS) attn_fwd_tc(T *y, float *lse, cons
 		lse[((int64_t)b * g.np + hh) * g.T + i] = m + logf(l);
 }
 
+// per-warp scratch of the backward kernels: two 16 x 16 fp32 blocks (scores, and the
+// probability gradient), SCR_LD wide
+#define SCR_LD 20
+#define SCR_FLOATS (2 * 16 * SCR_LD)
+
 template <typename T, int HD>
 __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_tc(T *dqkv, float *Dsum, const T *dy, const T *y,
 							     const float *lse, const T *qkv, geo g)
@@ -348,9 +355,10 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_tc(T *dqkv, float *Dsu
 	extern __shared__ __align__(128) unsigned char sm[];
 	T *Qs = (T *)sm, *dOs = Qs + TC_TILE * D::LDT, *Ks = dOs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT;
 	T *dSs = Vs + TC_TILE * D::LDT;
-	float *Ss = (float *)(dSs + TC_TILE * D::LDP), *dPs = Ss + TC_TILE * D::LDS, *Of = dPs + TC_TILE * D::LDS;
+	float *scr = (float *)(dSs + TC_TILE * D::LDP) + (threadIdx.x / 32) * SCR_FLOATS;
+	float *Of = (float *)Ks; // after the loop: the K and V tiles are done with
 	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
-	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2, rr = lane / 2;
 	int q0 = qt * TC_TILE, i = q0 + r;
 	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
 	const T *base = qkv + (int64_t)b * g.T * g.row;
@@ -382,26 +390,26 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_tc(T *dqkv, float *Dsu
 		tc_load<T, HD>(Vs, base + vo, g.row, j0, g.T);
 		__syncthreads();
 		for (int n = 0; n < TC_TILE / 16; n++) {
-			wm::fragment<wm::accumulator, 16, 16, 16, float> s, dp;
-			wm::fill_fragment(s, 0.0f);
+			wm::fragment<wm::accumulator, 16, 16, 16, float> sf, dp;
+			wm::fill_fragment(sf, 0.0f);
 			wm::fill_fragment(dp, 0.0f);
 			for (int k = 0; k < HD / 16; k++) {
 				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kf, vf;
 				wm::load_matrix_sync(kf, Ks + 16 * n * D::LDT + 16 * k, D::LDT);
 				wm::load_matrix_sync(vf, Vs + 16 * n * D::LDT + 16 * k, D::LDT);
-				wm::mma_sync(s, qf[k], kf, s);
+				wm::mma_sync(sf, qf[k], kf, sf);
 				wm::mma_sync(dp, df[k], vf, dp);
 			}
-			wm::store_matrix_sync(Ss + 16 * w * D::LDS + 16 * n, s, D::LDS, wm::mem_row_major);
-			wm::store_matrix_sync(dPs + 16 * w * D::LDS + 16 * n, dp, D::LDS, wm::mem_row_major);
+			wm::store_matrix_sync(scr, sf, SCR_LD, wm::mem_row_major);
+			wm::store_matrix_sync(scr + 16 * SCR_LD, dp, SCR_LD, wm::mem_row_major);
+			__syncwarp();
+			for (int e = 0; e < 8; e++) {
+				int c = half * 8 + e, j = j0 + 16 * n + c;
+				float p = (j <= i && j < g.T && i < g.T) ? expf(scr[rr * SCR_LD + c] * g.scale - L) : 0.0f;
+				dSs[r * D::LDP + 16 * n + c] = from_f<T>(p * (scr[16 * SCR_LD + rr * SCR_LD + c] - Dr));
+			}
+			__syncwarp();
 		}
-		__syncwarp();
-		for (int c = half * 32; c < half * 32 + 32; c++) {
-			int j = j0 + c;
-			float p = (j <= i && j < g.T && i < g.T) ? expf(Ss[r * D::LDS + c] * g.scale - L) : 0.0f;
-			dSs[r * D::LDP + c] = from_f<T>(p * (dPs[r * D::LDS + c] - Dr));
-		}
-		__syncwarp();
 		for (int n = 0; n < HD / 16; n++)
 			for (int k = 0; k < TC_TILE / 16; k++) {
 				wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> af;
@@ -411,6 +419,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_tc(T *dqkv, float *Dsu
 				wm::mma_sync(dq[n], af, kf, dq[n]);
 			}
 	}
+	__syncthreads();
 	for (int n = 0; n < HD / 16; n++)
 		wm::store_matrix_sync(Of + 16 * w * D::LDO + 16 * n, dq[n], D::LDO, wm::mem_row_major);
 	__syncwarp();
@@ -427,10 +436,11 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_tc(T *dqkv, const flo
 	extern __shared__ __align__(128) unsigned char sm[];
 	T *Ks = (T *)sm, *Vs = Ks + TC_TILE * D::LDT, *Qs = Vs + TC_TILE * D::LDT, *dOs = Qs + TC_TILE * D::LDT;
 	T *Pt = dOs + TC_TILE * D::LDT, *dSt = Pt + TC_TILE * D::LDP;
-	float *St = (float *)(dSt + TC_TILE * D::LDP), *dPt = St + TC_TILE * D::LDS, *Of = dPt + TC_TILE * D::LDS;
-	float *Ls = Of + TC_TILE * D::LDO, *Ds = Ls + TC_TILE;
+	float *Ls = (float *)(dSt + TC_TILE * D::LDP), *Ds = Ls + TC_TILE;
+	float *scr = Ds + TC_TILE + (threadIdx.x / 32) * SCR_FLOATS;
+	float *Of = (float *)Qs; // after the loops: the Q and dO tiles are done with
 	int kt = blockIdx.x, b = blockIdx.z, grp = blockIdx.y;
-	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2, rr = lane / 2;
 	int k0 = kt * TC_TILE, j = k0 + r;
 	int ko = k_off(g, grp, HD), vo = ko + HD;
 	const T *base = qkv + (int64_t)b * g.T * g.row;
@@ -460,28 +470,28 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_tc(T *dqkv, const flo
 			}
 			__syncthreads();
 			for (int n = 0; n < TC_TILE / 16; n++) {
-				wm::fragment<wm::accumulator, 16, 16, 16, float> s, dp;
-				wm::fill_fragment(s, 0.0f);
+				wm::fragment<wm::accumulator, 16, 16, 16, float> sf, dp;
+				wm::fill_fragment(sf, 0.0f);
 				wm::fill_fragment(dp, 0.0f);
 				for (int k = 0; k < HD / 16; k++) {
 					wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> qb, db;
 					wm::load_matrix_sync(qb, Qs + 16 * n * D::LDT + 16 * k, D::LDT);
 					wm::load_matrix_sync(db, dOs + 16 * n * D::LDT + 16 * k, D::LDT);
-					wm::mma_sync(s, kf[k], qb, s);
+					wm::mma_sync(sf, kf[k], qb, sf);
 					wm::mma_sync(dp, vf[k], db, dp);
 				}
-				wm::store_matrix_sync(St + 16 * w * D::LDS + 16 * n, s, D::LDS, wm::mem_row_major);
-				wm::store_matrix_sync(dPt + 16 * w * D::LDS + 16 * n, dp, D::LDS, wm::mem_row_major);
+				wm::store_matrix_sync(scr, sf, SCR_LD, wm::mem_row_major);
+				wm::store_matrix_sync(scr + 16 * SCR_LD, dp, SCR_LD, wm::mem_row_major);
+				__syncwarp();
+				for (int e = 0; e < 8; e++) {
+					int c = 16 * n + half * 8 + e, ii = i0 + c;
+					bool in = ii >= j && ii < g.T && j < g.T;
+					float p = in ? expf(scr[rr * SCR_LD + half * 8 + e] * g.scale - Ls[c]) : 0.0f;
+					Pt[r * D::LDP + c] = from_f<T>(p);
+					dSt[r * D::LDP + c] = from_f<T>(p * (scr[16 * SCR_LD + rr * SCR_LD + half * 8 + e] - Ds[c]));
+				}
+				__syncwarp();
 			}
-			__syncwarp();
-			for (int c = half * 32; c < half * 32 + 32; c++) {
-				int ii = i0 + c;
-				bool ok_ = ii >= j && ii < g.T && j < g.T;
-				float p = ok_ ? expf(St[r * D::LDS + c] * g.scale - Ls[c]) : 0.0f;
-				Pt[r * D::LDP + c] = from_f<T>(p);
-				dSt[r * D::LDP + c] = from_f<T>(p * (dPt[r * D::LDS + c] - Ds[c]));
-			}
-			__syncwarp();
 			for (int n = 0; n < HD / 16; n++)
 				for (int k = 0; k < TC_TILE / 16; k++) {
 					wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pa, sa;
@@ -495,8 +505,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_tc(T *dqkv, const flo
 				}
 		}
 	}
-	if (j >= g.T) // whole warps may still have valid lanes: stores below are per lane
-		;
+	__syncthreads();
 	for (int n = 0; n < HD / 16; n++)
 		wm::store_matrix_sync(Of + 16 * w * D::LDO + 16 * n, dk[n], D::LDO, wm::mem_row_major);
 	__syncwarp();
@@ -517,15 +526,16 @@ template <int HD> static size_t tc_fwd_smem()
 	using D = tcdims<HD>;
 	return (size_t)TC_TILE * (3 * D::LDT + D::LDP) * 2 + (size_t)TC_TILE * (D::LDS + D::LDO) * 4;
 }
+// (the fp32 output tile Of aliases two T tiles: 64 x (HD + 4) floats fit in 2 x 64 x (HD + 8) T)
 template <int HD> static size_t tc_dq_smem()
 {
 	using D = tcdims<HD>;
-	return (size_t)TC_TILE * (4 * D::LDT + D::LDP) * 2 + (size_t)TC_TILE * (2 * D::LDS + D::LDO) * 4;
+	return (size_t)TC_TILE * (4 * D::LDT + D::LDP) * 2 + (size_t)(TC_THREADS / 32) * SCR_FLOATS * 4;
 }
 template <int HD> static size_t tc_dkv_smem()
 {
 	using D = tcdims<HD>;
-	return (size_t)TC_TILE * (4 * D::LDT + 2 * D::LDP) * 2 + (size_t)TC_TILE * (2 * D::LDS + D::LDO + 2) * 4;
+	return (size_t)TC_TILE * (4 * D::LDT + 2 * D::LDP) * 2 + ((size_t)2 * TC_TILE + (TC_THREADS / 32) * SCR_FLOATS) * 4;
 }
 
 template <typename T, int HD>

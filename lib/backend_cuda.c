@@ -52,8 +52,8 @@ struct slot {
 /* MT_CUDA_PROFILE=1 in the environment: time every kernel call with CUDA events and log
  * the totals per kind at the end (for the performance notes; it serializes nothing but
  * costs a little) */
-enum { P_MATMUL, P_ATTN, P_NORM, P_BIAS, P_ACT, P_CLASS, P_EMBED, P_OPTIM, P_NCAT };
-static const char *const pcat_name[P_NCAT] = { "matmul", "attention", "norm", "bias grad", "activation+rope", "classifier",
+enum { P_MATMUL, P_ATTN, P_ATTN_B, P_NORM, P_BIAS, P_ACT, P_CLASS, P_EMBED, P_OPTIM, P_NCAT };
+static const char *const pcat_name[P_NCAT] = { "matmul", "attention fwd", "attention bwd", "norm", "bias grad", "activation+rope", "classifier",
 					       "embedding", "optimizer" };
 #define PROF_MAX 4096
 
@@ -493,7 +493,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 	if ((gb = gp(s, l, MT_P_PROJ_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
 	KP(P_MATMUL, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
-	KP(P_ATTN, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
+	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
 			   (int)s->ng, (int)s->hd, s->dsum));
 	if (c->position_embedding_type == MT_POS_ROPE)
 		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
