@@ -521,6 +521,306 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_tc(T *dqkv, const flo
 			dqkv[((int64_t)b * g.T + j) * g.row + vo + c] = from_f<T>(Of[r * D::LDO + c]);
 }
 
+
+// ---- bf16 forward with scores and probabilities in registers ----
+//
+// For bf16 16x16x16 WMMA on sm_80 and later, element e of a thread's fp32 accumulator
+// and of its matrix_a fragment sit at the same place: row lane/4 + 8 * ((e >> 1) & 1),
+// column 2 * (lane % 4) + (e & 1) + 8 * (e >> 2) (two m16n8k16 products side by side).
+// So a block of scores becomes, element for element, the matrix_a fragment of its
+// probabilities for the P.V product, and the softmax runs on registers with shuffles
+// inside each group of four lanes (one row's 16 columns). tests/unit/test_cuda.c holds
+// this kernel to the CPU reference, so a different layout would fail there.
+
+__device__ __forceinline__ int fr_row(int lane, int e) { return lane / 4 + 8 * ((e >> 1) & 1); }
+__device__ __forceinline__ int fr_col(int lane, int e) { return 2 * (lane % 4) + (e & 1) + 8 * (e >> 2); }
+
+template <int HD>
+__global__ void __launch_bounds__(TC_THREADS) attn_fwd_reg(__nv_bfloat16 *y, float *lse, const __nv_bfloat16 *qkv, geo g)
+{
+	typedef __nv_bfloat16 T;
+	using D = tcdims<HD>;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Qs = (T *)sm, *Ks = Qs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT;
+	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int q0 = qt * TC_TILE, rbase = q0 + 16 * w;
+	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 };
+	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> qf[HD / 16];
+	wm::fragment<wm::accumulator, 16, 16, 16, float> of[HD / 16];
+
+	tc_load<T, HD>(Qs, base + qo, g.row, q0, g.T);
+	__syncthreads();
+	for (int k = 0; k < HD / 16; k++) {
+		wm::load_matrix_sync(qf[k], Qs + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::fill_fragment(of[k], 0.0f);
+	}
+	for (int j0 = 0; j0 <= q0 && j0 < g.T; j0 += TC_TILE) {
+		wm::fragment<wm::accumulator, 16, 16, 16, float> sf[TC_TILE / 16];
+		wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pf[TC_TILE / 16];
+		float mx[2] = { -INFINITY, -INFINITY }, corr[2];
+
+		__syncthreads();
+		tc_load<T, HD>(Ks, base + ko, g.row, j0, g.T);
+		tc_load<T, HD>(Vs, base + vo, g.row, j0, g.T);
+		__syncthreads();
+		for (int n = 0; n < TC_TILE / 16; n++) {
+			wm::fill_fragment(sf[n], 0.0f);
+			for (int k = 0; k < HD / 16; k++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kf;
+				wm::load_matrix_sync(kf, Ks + 16 * n * D::LDT + 16 * k, D::LDT);
+				wm::mma_sync(sf[n], qf[k], kf, sf[n]);
+			}
+			for (int e = 0; e < 8; e++) {
+				int i = rbase + fr_row(lane, e), j = j0 + 16 * n + fr_col(lane, e);
+				float v = (j <= i && j < g.T) ? sf[n].x[e] * g.scale : -INFINITY;
+				sf[n].x[e] = v;
+				mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], v);
+			}
+		}
+		for (int h2 = 0; h2 < 2; h2++) {
+			float mn;
+			mx[h2] = fmaxf(mx[h2], __shfl_xor_sync(0xffffffffu, mx[h2], 1));
+			mx[h2] = fmaxf(mx[h2], __shfl_xor_sync(0xffffffffu, mx[h2], 2));
+			mn = fmaxf(m[h2], mx[h2]);
+			corr[h2] = expf(m[h2] - mn);
+			m[h2] = mn;
+			l[h2] *= corr[h2];
+		}
+		for (int n = 0; n < TC_TILE / 16; n++)
+			for (int e = 0; e < 8; e++) {
+				float p = expf(sf[n].x[e] - m[(e >> 1) & 1]);
+				T pb = from_f<T>(p);
+				l[(e >> 1) & 1] += to_f(pb); // the sum of what P.V multiplies
+				pf[n].x[e] = pb;
+			}
+		for (int n = 0; n < HD / 16; n++) {
+			for (int e = 0; e < 8; e++)
+				of[n].x[e] *= corr[(e >> 1) & 1];
+			for (int k = 0; k < TC_TILE / 16; k++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> vf;
+				wm::load_matrix_sync(vf, Vs + 16 * k * D::LDT + 16 * n, D::LDT);
+				wm::mma_sync(of[n], pf[k], vf, of[n]);
+			}
+		}
+	}
+	for (int h2 = 0; h2 < 2; h2++) {
+		l[h2] += __shfl_xor_sync(0xffffffffu, l[h2], 1);
+		l[h2] += __shfl_xor_sync(0xffffffffu, l[h2], 2);
+	}
+	for (int n = 0; n < HD / 16; n++)
+		for (int e = 0; e < 8; e++) {
+			int i = rbase + fr_row(lane, e), c = 16 * n + fr_col(lane, e);
+			if (i < g.T)
+				y[((int64_t)b * g.T + i) * g.np * HD + hh * HD + c] = from_f<T>(of[n].x[e] / l[(e >> 1) & 1]);
+		}
+	if (lane % 4 == 0)
+		for (int h2 = 0; h2 < 2; h2++) {
+			int i = rbase + lane / 4 + 8 * h2;
+			if (i < g.T)
+				lse[((int64_t)b * g.np + hh) * g.T + i] = m[h2] + logf(l[h2]);
+		}
+}
+
+template <int HD>
+static int fwd_reg(void *y, float *lse, const void *qkv, int B, geo g)
+{
+	size_t sm = (size_t)TC_TILE * 3 * tcdims<HD>::LDT * 2;
+	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_reg<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	attn_fwd_reg<HD><<<dim3((unsigned)((g.T + TC_TILE - 1) / TC_TILE), (unsigned)g.np, (unsigned)B), TC_THREADS, sm>>>(
+		(__nv_bfloat16 *)y, lse, (const __nv_bfloat16 *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
+
+// the bf16 backward, the same way: scores and their gradients stay in registers and
+// become matrix_a fragments of the dQ, dK and dV products
+template <int HD>
+__global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_reg(__nv_bfloat16 *dqkv, float *Dsum, const __nv_bfloat16 *dy,
+							      const __nv_bfloat16 *y, const float *lse,
+							      const __nv_bfloat16 *qkv, geo g)
+{
+	typedef __nv_bfloat16 T;
+	using D = tcdims<HD>;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Qs = (T *)sm, *dOs = Qs + TC_TILE * D::LDT, *Ks = dOs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT;
+	float *Lr = (float *)(Vs + TC_TILE * D::LDT), *Dr_s = Lr + TC_TILE;
+	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
+	int q0 = qt * TC_TILE, i = q0 + r;
+	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	const T *dyb = dy + (int64_t)b * g.T * g.np * HD + hh * HD;
+	float Dr = 0, Lrow[2], Drow[2];
+	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> qf[HD / 16], df[HD / 16];
+	wm::fragment<wm::accumulator, 16, 16, 16, float> dq[HD / 16];
+
+	tc_load<T, HD>(Qs, base + qo, g.row, q0, g.T);
+	tc_load<T, HD>(dOs, dyb, (int64_t)g.np * HD, q0, g.T);
+	__syncthreads();
+	if (i < g.T) {
+		const T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
+		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
+			Dr += to_f(dOs[r * D::LDT + c]) * to_f(yr[c]);
+	}
+	Dr += __shfl_xor_sync(0xffffffffu, Dr, 1);
+	if (half == 0) {
+		Dr_s[r] = Dr;
+		Lr[r] = i < g.T ? lse[((int64_t)b * g.np + hh) * g.T + i] : 0.0f;
+		if (i < g.T)
+			Dsum[((int64_t)b * g.np + hh) * g.T + i] = Dr;
+	}
+	__syncwarp();
+	for (int h2 = 0; h2 < 2; h2++) {
+		Lrow[h2] = Lr[16 * w + lane / 4 + 8 * h2];
+		Drow[h2] = Dr_s[16 * w + lane / 4 + 8 * h2];
+	}
+	for (int k = 0; k < HD / 16; k++) {
+		wm::load_matrix_sync(qf[k], Qs + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::load_matrix_sync(df[k], dOs + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::fill_fragment(dq[k], 0.0f);
+	}
+	for (int j0 = 0; j0 <= q0 && j0 < g.T; j0 += TC_TILE) {
+		wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> dsf[TC_TILE / 16];
+
+		__syncthreads();
+		tc_load<T, HD>(Ks, base + ko, g.row, j0, g.T);
+		tc_load<T, HD>(Vs, base + vo, g.row, j0, g.T);
+		__syncthreads();
+		for (int n = 0; n < TC_TILE / 16; n++) {
+			wm::fragment<wm::accumulator, 16, 16, 16, float> sf, dp;
+			wm::fill_fragment(sf, 0.0f);
+			wm::fill_fragment(dp, 0.0f);
+			for (int k = 0; k < HD / 16; k++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kf, vf;
+				wm::load_matrix_sync(kf, Ks + 16 * n * D::LDT + 16 * k, D::LDT);
+				wm::load_matrix_sync(vf, Vs + 16 * n * D::LDT + 16 * k, D::LDT);
+				wm::mma_sync(sf, qf[k], kf, sf);
+				wm::mma_sync(dp, df[k], vf, dp);
+			}
+			for (int e = 0; e < 8; e++) {
+				int h2 = (e >> 1) & 1, ii = q0 + 16 * w + fr_row(lane, e), j = j0 + 16 * n + fr_col(lane, e);
+				float p = (j <= ii && j < g.T && ii < g.T) ? expf(sf.x[e] * g.scale - Lrow[h2]) : 0.0f;
+				dsf[n].x[e] = from_f<T>(p * (dp.x[e] - Drow[h2]));
+			}
+		}
+		for (int n = 0; n < HD / 16; n++)
+			for (int k = 0; k < TC_TILE / 16; k++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> kf;
+				wm::load_matrix_sync(kf, Ks + 16 * k * D::LDT + 16 * n, D::LDT);
+				wm::mma_sync(dq[n], dsf[k], kf, dq[n]);
+			}
+	}
+	for (int n = 0; n < HD / 16; n++)
+		for (int e = 0; e < 8; e++) {
+			int ii = q0 + 16 * w + fr_row(lane, e), c = 16 * n + fr_col(lane, e);
+			if (ii < g.T)
+				dqkv[((int64_t)b * g.T + ii) * g.row + qo + c] = from_f<T>(dq[n].x[e] * g.scale);
+		}
+}
+
+template <int HD>
+__global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_reg(__nv_bfloat16 *dqkv, const float *Dsum,
+							       const __nv_bfloat16 *dy, const float *lse,
+							       const __nv_bfloat16 *qkv, geo g)
+{
+	typedef __nv_bfloat16 T;
+	using D = tcdims<HD>;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Ks = (T *)sm, *Vs = Ks + TC_TILE * D::LDT, *Qs = Vs + TC_TILE * D::LDT, *dOs = Qs + TC_TILE * D::LDT;
+	float *Ls = (float *)(dOs + TC_TILE * D::LDT), *Ds = Ls + TC_TILE;
+	int kt = blockIdx.x, b = blockIdx.z, grp = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int k0 = kt * TC_TILE;
+	int ko = k_off(g, grp, HD), vo = ko + HD;
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> kf[HD / 16], vf[HD / 16];
+	wm::fragment<wm::accumulator, 16, 16, 16, float> dk[HD / 16], dv[HD / 16];
+
+	tc_load<T, HD>(Ks, base + ko, g.row, k0, g.T);
+	tc_load<T, HD>(Vs, base + vo, g.row, k0, g.T);
+	__syncthreads();
+	for (int k = 0; k < HD / 16; k++) {
+		wm::load_matrix_sync(kf[k], Ks + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::load_matrix_sync(vf[k], Vs + 16 * w * D::LDT + 16 * k, D::LDT);
+		wm::fill_fragment(dk[k], 0.0f);
+		wm::fill_fragment(dv[k], 0.0f);
+	}
+	for (int hh = grp * g.per; hh < (grp + 1) * g.per; hh++) {
+		int qo = q_off(g, hh, HD);
+		const T *dyb = dy + (int64_t)b * g.T * g.np * HD + hh * HD;
+		for (int i0 = k0; i0 < g.T; i0 += TC_TILE) {
+			wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pt[TC_TILE / 16], dst[TC_TILE / 16];
+
+			__syncthreads();
+			tc_load<T, HD>(Qs, base + qo, g.row, i0, g.T);
+			tc_load<T, HD>(dOs, dyb, (int64_t)g.np * HD, i0, g.T);
+			for (int c = threadIdx.x; c < TC_TILE; c += TC_THREADS) {
+				int ii = i0 + c;
+				Ls[c] = ii < g.T ? lse[((int64_t)b * g.np + hh) * g.T + ii] : 0.0f;
+				Ds[c] = ii < g.T ? Dsum[((int64_t)b * g.np + hh) * g.T + ii] : 0.0f;
+			}
+			__syncthreads();
+			for (int n = 0; n < TC_TILE / 16; n++) {
+				wm::fragment<wm::accumulator, 16, 16, 16, float> sf, dp;
+				wm::fill_fragment(sf, 0.0f);
+				wm::fill_fragment(dp, 0.0f);
+				for (int k = 0; k < HD / 16; k++) {
+					wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> qb, db;
+					wm::load_matrix_sync(qb, Qs + 16 * n * D::LDT + 16 * k, D::LDT);
+					wm::load_matrix_sync(db, dOs + 16 * n * D::LDT + 16 * k, D::LDT);
+					wm::mma_sync(sf, kf[k], qb, sf);
+					wm::mma_sync(dp, vf[k], db, dp);
+				}
+				for (int e = 0; e < 8; e++) {
+					int c = 16 * n + fr_col(lane, e), ii = i0 + c, j = k0 + 16 * w + fr_row(lane, e);
+					bool in = ii >= j && ii < g.T && j < g.T;
+					float p = in ? expf(sf.x[e] * g.scale - Ls[c]) : 0.0f;
+					pt[n].x[e] = from_f<T>(p);
+					dst[n].x[e] = from_f<T>(p * (dp.x[e] - Ds[c]));
+				}
+			}
+			for (int n = 0; n < HD / 16; n++)
+				for (int k = 0; k < TC_TILE / 16; k++) {
+					wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> ob, qb;
+					wm::load_matrix_sync(ob, dOs + 16 * k * D::LDT + 16 * n, D::LDT);
+					wm::load_matrix_sync(qb, Qs + 16 * k * D::LDT + 16 * n, D::LDT);
+					wm::mma_sync(dv[n], pt[k], ob, dv[n]);
+					wm::mma_sync(dk[n], dst[k], qb, dk[n]);
+				}
+		}
+	}
+	for (int n = 0; n < HD / 16; n++)
+		for (int e = 0; e < 8; e++) {
+			int j = k0 + 16 * w + fr_row(lane, e), c = 16 * n + fr_col(lane, e);
+			if (j < g.T) {
+				dqkv[((int64_t)b * g.T + j) * g.row + ko + c] = from_f<T>(dk[n].x[e] * g.scale);
+				dqkv[((int64_t)b * g.T + j) * g.row + vo + c] = from_f<T>(dv[n].x[e]);
+			}
+		}
+}
+
+template <int HD>
+static int bwd_reg(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B, geo g,
+		   float *scratch)
+{
+	typedef __nv_bfloat16 T;
+	unsigned tiles = (unsigned)((g.T + TC_TILE - 1) / TC_TILE);
+	size_t sm = (size_t)TC_TILE * 4 * tcdims<HD>::LDT * 2 + 2 * TC_TILE * 4;
+	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dq_reg<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dkv_reg<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	attn_bwd_dq_reg<HD><<<dim3(tiles, (unsigned)g.np, (unsigned)B), TC_THREADS, sm>>>(
+		(T *)dqkv, scratch, (const T *)dy, (const T *)y, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	attn_bwd_dkv_reg<HD><<<dim3(tiles, (unsigned)g.ng, (unsigned)B), TC_THREADS, sm>>>(
+		(T *)dqkv, scratch, (const T *)dy, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
 template <int HD> static size_t tc_fwd_smem()
 {
 	using D = tcdims<HD>;
@@ -571,7 +871,7 @@ template <typename T> static int try_fwd_tc(void *, float *, const void *, int, 
 template <typename T> static int try_bwd_tc(void *, const void *, const void *, const float *, const void *, int, geo, float *, int) { return 1; }
 template <> int try_fwd_tc<__nv_bfloat16>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
-	return hd == 64 ? fwd_tc<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_tc<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
+	return hd == 64 ? fwd_reg<64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<128>(y, lse, qkv, B, g) : 1;
 }
 template <> int try_fwd_tc<__half>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
@@ -580,8 +880,8 @@ template <> int try_fwd_tc<__half>(void *y, float *lse, const void *qkv, int B, 
 template <> int try_bwd_tc<__nv_bfloat16>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 					  geo g, float *scratch, int hd)
 {
-	return hd == 64 ? bwd_tc<__nv_bfloat16, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
-	       : hd == 128 ? bwd_tc<__nv_bfloat16, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
+	return hd == 64 ? bwd_reg<64>(dqkv, dy, y, lse, qkv, B, g, scratch)
+	       : hd == 128 ? bwd_reg<128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
 }
 template <> int try_bwd_tc<__half>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 				   geo g, float *scratch, int hd)
