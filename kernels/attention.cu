@@ -536,7 +536,7 @@ __device__ __forceinline__ int fr_row(int lane, int e) { return lane / 4 + 8 * (
 __device__ __forceinline__ int fr_col(int lane, int e) { return 2 * (lane % 4) + (e & 1) + 8 * (e >> 2); }
 
 template <int HD>
-__global__ void __launch_bounds__(TC_THREADS) attn_fwd_reg(__nv_bfloat16 *y, float *lse, const __nv_bfloat16 *qkv, geo g)
+__global__ void __launch_bounds__(TC_THREADS, HD == 64 ? 4 : 1) attn_fwd_reg(__nv_bfloat16 *y, float *lse, const __nv_bfloat16 *qkv, geo g)
 {
 	typedef __nv_bfloat16 T;
 	using D = tcdims<HD>;
