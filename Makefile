@@ -50,7 +50,7 @@ NVCCFLAGS ?= -O3 -g -lineinfo
 NVCC_ALL := $(NVCCFLAGS) $(NVCC_GENCODE) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
 	-Werror=all-warnings -DMT_CUDA_ARCHS='"$(CUDA_ARCHS)"' -Ilib
 MT_CPPFLAGS += -DMT_HAVE_CUDA -I$(CUDA_HOME)/include
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lstdc++
 endif
 
 # no fused multiply-add: Megatron's blend and sample arithmetic must round as numpy's does

@@ -1,5 +1,5 @@
-/* mt-train: train a GPT on the CPU with HDF5 checkpoints (the CUDA backend and
- * multi-process parallelism come later behind the same flags). */
+/* mt-train: train a GPT on one GPU (CUDA backend) or the CPU with HDF5 checkpoints
+ * (multi-process parallelism comes later behind the same flags). */
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -20,7 +20,7 @@ static const char *const synopsis[] = {
 
 static const struct mt_tool_info info = {
 	.name = "mt-train",
-	.summary = "train a GPT on CPU (GPUs later) with HDF5 checkpoints",
+	.summary = "train a GPT on a GPU or the CPU with HDF5 checkpoints",
 	.synopsis = synopsis,
 	.description =
 		"flags are Megatron-LM's; --config FILE reads flags from a file first (share/configs/),\n"
@@ -34,7 +34,8 @@ enum {
 	O_MBS, O_LR, O_MIN_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP, O_DECAY_STYLE, O_WARMUP_ITERS,
 	O_WARMUP_FRAC, O_DECAY_ITERS, O_WSD_ITERS, O_WSD_STYLE, O_LOG_INTERVAL, O_LOG_JSON, O_SAVE,
 	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
-	O_DEVICE, O_TP, O_PP,
+	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
+	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
 };
 
 static const struct mt_option opts[] = {
@@ -83,7 +84,16 @@ static const struct mt_option opts[] = {
 	{ "exit-duration-in-mins", 0, MT_ARG_REQUIRED, O_EXIT_MINS, "M", "save and stop after M minutes" },
 	{ "mock-data", 0, MT_ARG_NONE, O_MOCK, NULL, "synthetic tokens (give --vocab-size)" },
 	{ "max-skipped-steps", 0, MT_ARG_REQUIRED, O_MAX_SKIP, "N", "stop after N non-finite steps in a row (default 10)" },
-	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cpu (cuda arrives with the GPU backend)" },
+	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cuda or cpu (default: cuda when a GPU is visible)" },
+	{ "bf16", 0, MT_ARG_NONE, O_BF16, NULL, "cuda: bf16 weights and activations, fp32 master weights and AdamW state" },
+	{ "fp16", 0, MT_ARG_NONE, O_FP16, NULL, "cuda: fp16 weights and activations with loss scaling" },
+	{ "loss-scale", 0, MT_ARG_REQUIRED, O_LOSS_SCALE, "S", "fp16: a constant loss scale (default: dynamic)" },
+	{ "initial-loss-scale", 0, MT_ARG_REQUIRED, O_INIT_LOSS_SCALE, "S", "fp16 dynamic scaling: first scale (default 2^32)" },
+	{ "min-loss-scale", 0, MT_ARG_REQUIRED, O_MIN_LOSS_SCALE, "S", "fp16 dynamic scaling: lowest scale (default 1)" },
+	{ "loss-scale-window", 0, MT_ARG_REQUIRED, O_LOSS_WINDOW, "N", "fp16 dynamic scaling: good steps before doubling (default 1000)" },
+	{ "hysteresis", 0, MT_ARG_REQUIRED, O_HYSTERESIS, "N", "fp16 dynamic scaling: overflows before halving (default 2)" },
+	{ "deterministic", 0, MT_ARG_NONE, O_DETERMINISTIC, NULL, "bit-identical runs (the CUDA kernels always sum in a fixed order)" },
+	{ "recompute-granularity", 0, MT_ARG_REQUIRED, O_RECOMPUTE, "G", "selective (default) or full: recompute each layer in the backward pass" },
 	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "only 1 for now" },
 	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "only 1 for now" },
 	MT_DATA_OPTIONS,
@@ -178,7 +188,7 @@ int main(int argc, char **argv)
 	struct mt_err e = { 0 };
 	struct sigaction sa;
 	long long vocab = 0;
-	int id, gqa = 0;
+	int id, gqa = 0, device = -1;
 
 	mt_tool_start(&info);
 	argv = with_config(&argc, argv);
@@ -193,6 +203,10 @@ int main(int argc, char **argv)
 	a.eval_iters = 100;
 	a.max_skipped_steps = 10;
 	a.sched.lr = 1e-4;
+	a.backend.initial_loss_scale = 4294967296.0;
+	a.backend.min_loss_scale = 1.0;
+	a.backend.loss_scale_window = 1000;
+	a.backend.hysteresis = 2;
 	if (mt_opt_init(&o, &info, opts, argc, argv))
 		mt_die_err(&o.err);
 	while ((id = mt_opt_next(&o)) != MT_OPT_END) {
@@ -284,8 +298,26 @@ int main(int argc, char **argv)
 		case O_MOCK: a.mock_data = 1; break;
 		case O_MAX_SKIP: a.max_skipped_steps = num(&o, 0); break;
 		case O_DEVICE:
-			if (strcmp(o.arg, "cpu"))
-				mt_die_usage(&o, "--device %s: only cpu in this version (the CUDA backend is coming)", o.arg);
+			if (!strcmp(o.arg, "cpu"))
+				device = 0;
+			else if (!strcmp(o.arg, "cuda"))
+				device = 1;
+			else
+				mt_die_usage(&o, "--device must be cuda or cpu, not '%s'", o.arg);
+			break;
+		case O_BF16: a.backend.precision = MT_PREC_BF16; break;
+		case O_FP16: a.backend.precision = MT_PREC_FP16; break;
+		case O_LOSS_SCALE: a.backend.loss_scale = real(&o); break;
+		case O_INIT_LOSS_SCALE: a.backend.initial_loss_scale = real(&o); break;
+		case O_MIN_LOSS_SCALE: a.backend.min_loss_scale = real(&o); break;
+		case O_LOSS_WINDOW: a.backend.loss_scale_window = (int)num(&o, 1); break;
+		case O_HYSTERESIS: a.backend.hysteresis = (int)num(&o, 1); break;
+		case O_DETERMINISTIC: a.backend.deterministic = 1; break;
+		case O_RECOMPUTE:
+			if (!strcmp(o.arg, "full"))
+				a.backend.recompute_full = 1;
+			else if (strcmp(o.arg, "selective"))
+				mt_die_usage(&o, "--recompute-granularity must be selective or full, not '%s'", o.arg);
 			break;
 		case O_TP:
 		case O_PP:
@@ -294,6 +326,11 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
+	if (device < 0)
+		device = mt_backend_cuda_usable();
+	a.device_cuda = device;
+	if (!device && a.backend.precision != MT_PREC_FP32)
+		mt_die_usage(&o, "--bf16 and --fp16 need --device cuda (the CPU backend computes in fp32)");
 	if (gqa && !a.cfg.num_query_groups)
 		mt_die_usage(&o, "--group-query-attention needs --num-query-groups");
 	if (!gqa)

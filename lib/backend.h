@@ -36,14 +36,40 @@ struct mt_backend_ops {
 	 * any element is not finite, and clipping to max_norm (0: none) */
 	void (*grad_prepare)(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite);
 	void (*adamw_step)(struct mt_backend *b, struct mt_adamw *o, double lr);
+	/* the accumulated gradient into a host buffer of t->total floats (for checks) */
+	int (*get_grad)(struct mt_backend *b, float *g, struct mt_err *err);
 	size_t (*bytes)(const struct mt_backend *b); /* memory held, for the start-up report */
+};
+
+/* How a backend computes; the CPU backend reads none of it (fp32 always). The caller
+ * fills it before init. */
+enum mt_precision { MT_PREC_FP32 = 0, MT_PREC_BF16 = 1, MT_PREC_FP16 = 2 };
+struct mt_backend_opts {
+	enum mt_precision precision;
+	int deterministic;              /* same inputs, same bits (the CUDA backend always is) */
+	int recompute_full;             /* keep only each layer's input; redo its forward in backward */
+	double loss_scale;              /* fp16: > 0 a constant scale, 0 dynamic (Megatron's) */
+	double initial_loss_scale;      /* dynamic: 2^32 */
+	double min_loss_scale;          /* dynamic: 1 */
+	int loss_scale_window;          /* dynamic: 1000 good steps before doubling */
+	int hysteresis;                 /* dynamic: 2 overflows before halving */
+	int quiet;
 };
 
 struct mt_backend {
 	const struct mt_backend_ops *ops;
 	void *state;
+	struct mt_backend_opts opt;
 };
 
+/* grad_prepare's *nonfinite when fp16's dynamic loss scale overflowed: the step is
+ * skipped and the scale lowered, which is routine and no sign of divergence */
+#define MT_GRAD_OVERFLOW 2
+
 extern const struct mt_backend_ops mt_backend_cpu;
+/* Built everywhere; without CUDA its init says so. */
+extern const struct mt_backend_ops mt_backend_cuda;
+/* whether this build has the CUDA backend and a device is visible */
+int mt_backend_cuda_usable(void);
 
 #endif

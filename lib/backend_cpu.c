@@ -122,6 +122,15 @@ static void cpu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
 	mt_adamw_step(o, s->t, s->w, s->g, s->m, s->v, lr);
 }
 
+static int cpu_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
+{
+	struct cpu *s = b->state;
+
+	memcpy(g, s->g, (size_t)s->t->total * sizeof(float));
+	(void)err;
+	return 0;
+}
+
 static size_t cpu_bytes(const struct mt_backend *b)
 {
 	const struct cpu *s = b->state;
@@ -139,5 +148,6 @@ const struct mt_backend_ops mt_backend_cpu = {
 	.step_micro = cpu_step_micro,
 	.grad_prepare = cpu_grad_prepare,
 	.adamw_step = cpu_adamw_step,
+	.get_grad = cpu_get_grad,
 	.bytes = cpu_bytes,
 };

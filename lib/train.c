@@ -196,7 +196,9 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)tr.t.total);
 		goto out;
 	}
-	tr.b.ops = &mt_backend_cpu;
+	tr.b.ops = a->device_cuda ? &mt_backend_cuda : &mt_backend_cpu;
+	tr.b.opt = a->backend;
+	tr.b.opt.quiet = a->quiet;
 	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;
 	if (!a->quiet)
@@ -249,7 +251,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		if (!isfinite(loss) || nonfinite) {
 			bad = 1;
 			skipped++;
-			if (++skipped_row > a->max_skipped_steps) {
+			/* fp16 overflows lower the loss scale: routine, not divergence */
+			if (nonfinite != MT_GRAD_OVERFLOW && ++skipped_row > a->max_skipped_steps) {
 				mt_err_set(err, MT_EXIT_DATA, "%lld steps in a row had a non-finite loss or gradient (iteration %lld): stopping",
 					   (long long)skipped_row, (long long)tr.iteration);
 				goto out;

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "config.h"
 #include "dataplan.h"
 #include "err.h"
@@ -36,6 +37,8 @@ struct mt_train_args {
 	const struct mt_plan_args *data; /* NULL with mock data */
 	const char *train_args_json;    /* stored in checkpoints */
 	int quiet;
+	int device_cuda;                 /* the CUDA backend, else the CPU one */
+	struct mt_backend_opts backend;  /* precision, recompute, loss scaling */
 };
 
 /* Set by the tool's signal handler: save at the next step boundary and stop. */

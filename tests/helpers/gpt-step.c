@@ -1,8 +1,9 @@
-/* gpt-step: one batch through the CPU backend, for comparison with an independent
- * implementation (tests/reference/torch_gpt.py).
+/* gpt-step: one batch through a backend (the CPU's, or with --device cuda the GPU's,
+ * --bf16 there), for comparison with an independent implementation
+ * (tests/reference/torch_gpt.py).
  *
  *   gpt-step [model flags] --tokens FILE --output DIR [--seed N] [--steps N] [--lr LR]
- *            [--weight-decay WD]
+ *            [--weight-decay WD] [--device cpu|cuda] [--bf16]
  *
  * The model flags are mt-train's names for the architecture (a small subset). FILE is
  * an int32 .npy of shape (2, B*T), T = --seq-length: row 0 the tokens of B sequences,
@@ -26,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "../../bin/tool.h"
+#include "../../lib/backend.h"
 #include "../../lib/ckpt.h"
 #include "../../lib/config.h"
 #include "../../lib/gpt.h"
@@ -35,7 +37,7 @@
 
 enum {
 	O_LAYERS = 256, O_HIDDEN, O_HEADS, O_GROUPS, O_FFN, O_SEQ, O_MAXPOS, O_VOCAB, O_DIVISIBLE, O_POSEMB,
-	O_NORM, O_NORM_EPS, O_SWIGLU, O_NOBIAS, O_UNTIE, O_INIT_STD, O_SEED, O_TOKENS, O_OUTPUT, O_STEPS, O_LR, O_WD,
+	O_NORM, O_NORM_EPS, O_SWIGLU, O_NOBIAS, O_UNTIE, O_INIT_STD, O_SEED, O_TOKENS, O_OUTPUT, O_STEPS, O_LR, O_WD, O_DEVICE, O_BF16,
 };
 
 static const struct mt_option opts[] = {
@@ -61,6 +63,8 @@ static const struct mt_option opts[] = {
 	{ "steps", 0, MT_ARG_REQUIRED, O_STEPS, "N", "AdamW steps on the batch (10)" },
 	{ "lr", 0, MT_ARG_REQUIRED, O_LR, "LR", "learning rate (1e-3)" },
 	{ "weight-decay", 0, MT_ARG_REQUIRED, O_WD, "WD", "weight decay (0.1)" },
+	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cpu (default) or cuda" },
+	{ "bf16", 0, MT_ARG_NONE, O_BF16, NULL, "cuda: bf16 weights and activations" },
 };
 
 static const char *const synopsis[] = { "[model flags] --tokens FILE --output DIR [--seed N] [--steps N] [--lr LR] [--weight-decay WD]", NULL };
@@ -94,7 +98,7 @@ int main(int argc, char **argv)
 	struct mt_opt o;
 	struct mt_config c;
 	struct mt_params t;
-	struct mt_gpt_acts a;
+	struct mt_backend be;
 	struct mt_adamw opt;
 	struct mt_ckpt_state st;
 	struct mt_npy tk;
@@ -106,9 +110,13 @@ int main(int argc, char **argv)
 	float *w, *g, *m, *v;
 	int32_t *tok, *tgt;
 	FILE *f;
-	int id;
+	int id, nonfinite;
+	double norm;
 
 	mt_tool_start(&info);
+	memset(&be, 0, sizeof(be));
+	be.ops = &mt_backend_cpu;
+	be.opt.quiet = 1;
 	memset(&c, 0, sizeof(c));
 	c.add_bias_linear = 1;
 	if (mt_opt_init(&o, &info, opts, argc, argv))
@@ -153,6 +161,8 @@ int main(int argc, char **argv)
 		case O_STEPS: steps = num(&o, 1); break;
 		case O_LR: lr = real(&o); break;
 		case O_WD: wd = real(&o); break;
+		case O_DEVICE: be.ops = !strcmp(o.arg, "cuda") ? &mt_backend_cuda : &mt_backend_cpu; break;
+		case O_BF16: be.opt.precision = MT_PREC_BF16; break;
 		}
 	}
 	if (!tokens || !out)
@@ -173,7 +183,7 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < tk.cols; k++)
 		if (tok[k] < 0 || tok[k] >= c.vocab_size || tgt[k] < -1 || tgt[k] >= c.vocab_size)
 			mt_die(MT_EXIT_DATA, "'%s': token or target %zu out of range", tokens, k);
-	if (mt_gpt_acts_alloc(&a, &c, (int)B, (int)T, 0, &e))
+	if (be.ops->init(&be, &c, &t, (int)B, &e))
 		mt_die_err(&e);
 
 	w = malloc((size_t)t.total * sizeof(float));
@@ -183,6 +193,8 @@ int main(int argc, char **argv)
 	if (!w || !g || !m || !v)
 		mt_die(MT_EXIT_IO, "out of memory");
 	mt_params_init(&t, w, (uint64_t)seed);
+	if (be.ops->load_state(&be, w, NULL, NULL, &e))
+		mt_die_err(&e);
 
 	/* the initial weights, as a checkpoint of iteration 0 */
 	mkdir_or_die(out);
@@ -200,11 +212,13 @@ int main(int argc, char **argv)
 	mt_adamw_init(&opt);
 	opt.weight_decay = wd;
 	for (long long s = 0; s < steps; s++) {
-		memset(g, 0, (size_t)t.total * sizeof(float));
-		loss = mt_gpt_forward_f32(&c, &t, w, tok, tgt, &a, NULL);
-		mt_gpt_backward_f32(&c, &t, w, tok, tgt, &a, g);
+		be.ops->zero_grad(&be);
+		loss = be.ops->step_micro(&be, tok, tgt, 1);
+		be.ops->grad_prepare(&be, 1.0f, 0, &norm, &nonfinite);
 		fprintf(f, "%.17g\n", loss);
 		if (s == 0) {
+			if (be.ops->get_grad(&be, g, &e))
+				mt_die_err(&e);
 			loss0 = loss;
 			snprintf(path, sizeof(path), "%s/grads", out);
 			mkdir_or_die(path);
@@ -216,8 +230,10 @@ int main(int argc, char **argv)
 					mt_die_err(&e);
 			}
 		}
-		mt_adamw_step(&opt, &t, w, g, m, v, lr);
+		be.ops->adamw_step(&be, &opt, lr);
 	}
+	if (be.ops->save_state(&be, w, m, v, &e))
+		mt_die_err(&e);
 	if (fclose(f))
 		mt_die(MT_EXIT_IO, "cannot write '%s/losses.txt'", out);
 
@@ -232,7 +248,7 @@ int main(int argc, char **argv)
 	free(cfg);
 	free(w), free(g), free(m), free(v);
 	mt_npy_free(&tk);
-	mt_gpt_acts_free(&a);
+	be.ops->free(&be);
 	mt_params_free(&t);
 	mt_opt_free(&o);
 	return 0;

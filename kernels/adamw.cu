@@ -1,0 +1,132 @@
+// adamw.cu: multi-tensor AdamW, the gradient's sum of squares, and weight copies (see
+// adamw.h). One block per chunk of a parameter (a table built once by the backend),
+// so one launch covers every parameter and the decay flag comes with the chunk.
+//
+// The update is lib/optim.c's, operation for operation: IEEE-rounded multiplies, adds,
+// division and sqrtf written as intrinsics so that nvcc contracts nothing, and __fmaf_rn
+// exactly where ATen's lerp_ and addcmul_ fuse.
+#include "adamw.h"
+
+#include "common.cuh"
+
+template <typename T>
+__global__ void adamw_k(const mt_chunk *chunks, mt_adamw_scalars s, float gscale, float *w, const float *g, float *m,
+			float *v, T *wc)
+{
+	mt_chunk c = chunks[blockIdx.x];
+	const float dec = c.decay ? s.decay : 1.0f, w1 = s.lerp_w;
+	const bool small = w1 < 0.5f;
+
+	for (int k = threadIdx.x; k < c.len; k += blockDim.x) {
+		int64_t i = c.start + k;
+		float p = w[i], gi = g[i], mi = m[i], vi = v[i], d;
+
+		if (gscale != 1.0f)
+			gi = __fmul_rn(gi, gscale);
+		p = __fmul_rn(p, dec);
+		mi = small ? __fmaf_rn(w1, __fsub_rn(gi, mi), mi) : __fmaf_rn(__fsub_rn(w1, 1.0f), __fsub_rn(gi, mi), gi);
+		vi = __fmul_rn(vi, s.beta2);
+		vi = __fmaf_rn(__fmul_rn(s.one_minus_beta2, gi), gi, vi);
+		d = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
+		p = __fadd_rn(p, __fdiv_rn(__fmul_rn(s.neg_step_size, mi), d));
+		w[i] = p;
+		m[i] = mi;
+		v[i] = vi;
+		if (wc)
+			wc[i] = from_f<T>(p);
+	}
+}
+
+__global__ void sumsq_k(const mt_chunk *chunks, float *g, float scale, double *partial)
+{
+	__shared__ double buf[256];
+	mt_chunk c = chunks[blockIdx.x];
+	double s = 0;
+
+	for (int k = threadIdx.x; k < c.len; k += blockDim.x) {
+		float x = g[c.start + k];
+		if (scale != 1.0f) {
+			x = __fmul_rn(x, scale);
+			g[c.start + k] = x;
+		}
+		s += (double)x * (double)x;
+	}
+	buf[threadIdx.x] = s;
+	__syncthreads();
+	for (int o = 128; o > 0; o >>= 1) {
+		if (threadIdx.x < o)
+			buf[threadIdx.x] += buf[threadIdx.x + o];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		partial[blockIdx.x] = buf[0];
+}
+
+__global__ void sum_partials_k(const double *partial, int64_t n, double *out)
+{
+	__shared__ double buf[256];
+	double s = 0;
+
+	for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+		s += partial[k];
+	buf[threadIdx.x] = s;
+	__syncthreads();
+	for (int o = 128; o > 0; o >>= 1) {
+		if (threadIdx.x < o)
+			buf[threadIdx.x] += buf[threadIdx.x + o];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		*out = buf[0];
+}
+
+template <typename T>
+__global__ void convert_k(T *dst, const float *src, int64_t n)
+{
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+		dst[i] = from_f<T>(src[i]);
+}
+
+template <typename T>
+static int adamw(const mt_chunk *chunks, int64_t nchunks, const mt_adamw_scalars *s, float gscale, float *w,
+		 const float *g, float *m, float *v, void *wc)
+{
+	adamw_k<T><<<(unsigned)nchunks, 256>>>(chunks, *s, gscale, w, g, m, v, (T *)wc);
+	MT_LAUNCH_CHECK("adamw");
+	return 0;
+}
+
+template <typename T>
+static int convert(void *dst, const float *src, int64_t n)
+{
+	int64_t b = (n + 255) / 256;
+	convert_k<T><<<(unsigned)(b < 65536 ? b : 65536), 256>>>((T *)dst, src, n);
+	MT_LAUNCH_CHECK("convert");
+	return 0;
+}
+
+extern "C" int mt_adamw_apply(const struct mt_chunk *chunks, int64_t nchunks, const struct mt_adamw_scalars *s,
+			      float gscale, float *w, const float *g, float *m, float *v, enum mt_dtype dt, void *wc)
+{
+	MT_REQUIRE(nchunks > 0 && nchunks < (1ll << 31), "adamw: %lld chunks", (long long)nchunks);
+	if (!wc)
+		return adamw<float>(chunks, nchunks, s, gscale, w, g, m, v, NULL);
+	return MT_DISPATCH(dt, adamw, chunks, nchunks, s, gscale, w, g, m, v, wc);
+}
+
+extern "C" int mt_grad_sumsq_dev(const struct mt_chunk *chunks, int64_t nchunks, float *g, float scale,
+				 double *partial, double *out)
+{
+	MT_REQUIRE(nchunks > 0 && nchunks < (1ll << 31), "sumsq: %lld chunks", (long long)nchunks);
+	sumsq_k<<<(unsigned)nchunks, 256>>>(chunks, g, scale, partial);
+	MT_LAUNCH_CHECK("sumsq");
+	sum_partials_k<<<1, 256>>>(partial, nchunks, out);
+	MT_LAUNCH_CHECK("sumsq");
+	return 0;
+}
+
+extern "C" int mt_convert_f32(enum mt_dtype dt, void *dst, const float *src, int64_t n)
+{
+	MT_REQUIRE(n > 0, "convert: empty");
+	return MT_DISPATCH(dt, convert, dst, src, n);
+}

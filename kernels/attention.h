@@ -1,0 +1,31 @@
+/* attention.h: causal multi-head attention with grouped-query heads over a fused QKV
+ * buffer (Megatron's layout: per query group its query heads, its key head, its value
+ * head, each hd wide), flash style: the T x T scores are never stored; the forward keeps
+ * the log-sum-exp of each query row for the backward. Declarations only;
+ * kernels/attention.cu has the code. Head sizes 8, 16, 32, 64 and 128. */
+#ifndef MT_KERNELS_ATTENTION_H
+#define MT_KERNELS_ATTENTION_H
+
+#include <stdint.h>
+
+#include "cuda_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 (default): bf16/fp16 with head size 64 or 128 take the tensor-core kernels; 0: the
+ * CUDA-core ones (for comparing the two) */
+extern int mt_attention_tensor_cores;
+
+/* y[B*T][np*hd] = softmax(q k^T / sqrt(hd), causal) v; lse[B][np][T] */
+int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
+/* dqkv (every element written) from dy, y, lse and qkv; scratch: B*np*T floats */
+int mt_attention_bwd(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
+		     int B, int T, int np, int ng, int hd, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,57 @@
+// common.cuh: what the kernel files share: element conversions, warp sums, the check
+// macros and dispatch over mt_dtype. Included by kernels/*.cu only.
+#ifndef MT_KERNELS_COMMON_CUH
+#define MT_KERNELS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda_err.h"
+
+#define MT_CUDA_CHECK(call)                                                                        \
+	do {                                                                                       \
+		cudaError_t e_ = (call);                                                           \
+		if (e_ != cudaSuccess)                                                             \
+			return mt_cuda_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_)); \
+	} while (0)
+
+// after a launch: the configuration error, if any
+#define MT_LAUNCH_CHECK(what) MT_CUDA_CHECK(cudaGetLastError())
+
+#define MT_REQUIRE(cond, ...)                                                                      \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			return mt_cuda_fail(__FILE__, __LINE__, __VA_ARGS__);                      \
+	} while (0)
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+// call F<T>(args...) for the element type named by dt
+#define MT_DISPATCH(dt, F, ...)                                                                    \
+	((dt) == MT_F32 ? F<float>(__VA_ARGS__)                                                    \
+	 : (dt) == MT_BF16 ? F<__nv_bfloat16>(__VA_ARGS__)                                         \
+			   : F<__half>(__VA_ARGS__))
+
+#endif

@@ -1,0 +1,24 @@
+// cuda_err.cu: the per-thread error message of the CUDA launchers (see cuda_err.h).
+#include "cuda_err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static thread_local char msg[512];
+
+extern "C" const char *mt_cuda_error(void)
+{
+	return msg;
+}
+
+extern "C" int mt_cuda_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	int k = snprintf(msg, sizeof(msg), "%s:%d: ", file, line);
+
+	va_start(ap, fmt);
+	if (k > 0 && k < (int)sizeof(msg))
+		vsnprintf(msg + k, sizeof(msg) - (size_t)k, fmt, ap);
+	va_end(ap);
+	return -1;
+}

@@ -1,0 +1,777 @@
+/* backend_cuda.c: the CUDA backend (see backend.h): one GPU, the model of gpt.c in
+ * fp32, bf16 or fp16, kernels from kernels/ (cuBLASLt for the linear layers).
+ *
+ * Memory is planned at init, four device allocations: parameters (fp32 master weights
+ * plus their bf16/fp16 compute copy), gradients (fp32), AdamW state (fp32 m and v) and
+ * activations (everything a micro-batch needs, scratch and the cuBLASLt workspace
+ * included). The totals are logged, and a plan larger than the free device memory is
+ * refused with its numbers before anything is allocated. Nothing is allocated after
+ * init. The flat layouts are params.h's, so checkpoints go through the same fp32 host
+ * buffers as on the CPU and move between the backends.
+ *
+ * Activations and their gradients are in the compute type; norms, softmax, attention
+ * and the loss sum in fp32; weight gradients accumulate in fp32. The logits are made a
+ * chunk of rows at a time, their loss and gradient computed in place and consumed by
+ * the two output matmuls before the next chunk. --recompute-granularity full keeps
+ * only each layer's input and recomputes its forward in the backward pass. Every
+ * kernel sums in a fixed order without atomics, so runs repeat bit for bit.
+ *
+ * fp16 uses Megatron's loss scaling: the loss gradient is multiplied by the scale,
+ * grad_prepare divides it out, and with the dynamic scaler an overflow skips the step
+ * and lowers the scale (hysteresis), while loss_scale_window good steps double it. */
+#include "backend.h"
+
+#ifdef MT_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/adamw.h"
+#include "../kernels/attention.h"
+#include "../kernels/classifier.h"
+#include "../kernels/device.h"
+#include "../kernels/embed.h"
+#include "../kernels/gelu.h"
+#include "../kernels/matmul.h"
+#include "../kernels/norm.h"
+#include "../kernels/rope.h"
+#include "../kernels/swiglu.h"
+#include "log.h"
+
+/* cuBLASLt's workspace: 32 MiB, or MT_CUDA_WORKSPACE_MB from the environment */
+static size_t workspace_bytes(void)
+{
+	const char *e = getenv("MT_CUDA_WORKSPACE_MB");
+	return (e && atoi(e) > 0 ? (size_t)atoi(e) : 32) << 20;
+}
+/* logits of at most this many bytes at a time */
+#define LOGITS_BYTES (512ull << 20)
+
+struct slot {
+	void *ln1, *qkv, *atty, *mid, *ln2, *fc1, *act;
+	float *ln1s, *ln2s, *lse;
+};
+
+/* MT_CUDA_PROFILE=1 in the environment: time every kernel call with CUDA events and log
+ * the totals per kind at the end, the first step (module loading, first heuristics) left
+ * out (for kernels/bench/NOTES.md; it serializes nothing but costs a little) */
+enum { P_MATMUL, P_MM_DIN, P_MM_DW, P_MM_OUT, P_ATTN, P_ATTN_B, P_NORM, P_BIAS, P_ACT, P_CLASS, P_EMBED, P_OPTIM, P_NCAT };
+static const char *const pcat_name[P_NCAT] = { "matmul fwd", "matmul bwd input", "matmul bwd weight", "matmul output layer", "attention fwd", "attention bwd", "norm", "bias grad", "activation+rope", "classifier",
+					       "embedding", "optimizer" };
+#define PROF_MAX 4096
+
+struct cu {
+	const struct mt_config *c;
+	const struct mt_params *t;
+	struct mt_backend_opts o;
+	enum mt_dtype dt;
+	size_t es;
+	int64_t B, T, N, L, h, np, ng, hd, q, qkv, f, fc1, V, nslots, chunk_rows;
+	size_t bytes[4];
+	void *mem[4];
+	float *w, *g, *m, *v;
+	void *wc;
+	void *res, *lnf, *dres, *dln, *dbig, *dsmall, *logits;
+	struct slot *slots;
+	float *lnfs, *rowloss, *scratch, *dsum, *rope_cs;
+	int32_t *tok, *tgt, *u_tok, *u_start, *u_pos;
+	struct mt_chunk *chunks;
+	int64_t nchunks;
+	double *partial, *sumsq;
+	struct mt_lt *lt;
+	/* host */
+	int32_t *h_count, *h_u, *h_start, *h_pos;
+	float *h_loss;
+	float gclip;
+	int failed;
+	/* fp16 loss scaling */
+	double scale;
+	int growth, hyst;
+	/* profiling */
+	int prof, nev;
+	cudaEvent_t *ev;
+	int *evcat;
+	double ptime[P_NCAT];
+};
+
+static void prof_mark(struct cu *s, int cat)
+{
+	if (!s->prof || s->nev + 2 > PROF_MAX)
+		return;
+	s->evcat[s->nev / 2] = cat;
+	cudaEventRecord(s->ev[s->nev++], 0);
+}
+
+static void prof_collect(struct cu *s)
+{
+	if (!s->prof)
+		return;
+	cudaDeviceSynchronize();
+	for (int k = 0; k + 1 < s->nev; k += 2) {
+		float ms = 0;
+		cudaEventElapsedTime(&ms, s->ev[k], s->ev[k + 1]);
+		s->ptime[s->evcat[k / 2]] += ms;
+	}
+	s->nev = 0;
+}
+
+static int fail_cuda(struct cu *s)
+{
+	if (!s->failed)
+		mt_error("CUDA backend: %s", mt_cuda_error());
+	s->failed = 1;
+	return -1;
+}
+
+#define K(call) KP(-1, call)
+/* a kernel call of a profiled kind */
+#define KP(cat, call)                                                                              \
+	do {                                                                                       \
+		int c_ = (cat);                                                                    \
+		if (c_ >= 0)                                                                       \
+			prof_mark(s, c_);                                                          \
+		if ((call))                                                                        \
+			return fail_cuda(s);                                                       \
+		if (c_ >= 0)                                                                       \
+			prof_mark(s, c_);                                                          \
+	} while (0)
+
+static int rt_check(struct cu *s, cudaError_t e, const char *what, int line)
+{
+	if (e == cudaSuccess)
+		return 0;
+	mt_cuda_fail(__FILE__, line, "%s: %s", what, cudaGetErrorString(e));
+	return fail_cuda(s);
+}
+#define RT(call) do { if (rt_check(s, (call), #call, __LINE__)) return -1; } while (0)
+
+static void *wp(struct cu *s, int layer, enum mt_param_kind k)
+{
+	const struct mt_param *p = mt_params_get(s->t, layer, k);
+	return p ? (char *)s->wc + (size_t)p->offset * s->es : NULL;
+}
+
+static float *gp(struct cu *s, int layer, enum mt_param_kind k)
+{
+	const struct mt_param *p = mt_params_get(s->t, layer, k);
+	return p ? s->g + p->offset : NULL;
+}
+
+static void *row(struct cu *s, void *base, int64_t r, int64_t width)
+{
+	return (char *)base + (size_t)(r * width) * s->es;
+}
+
+/* ---- the plan: views carved out of one allocation per category ---- */
+
+struct carve {
+	char *base;
+	size_t off;
+};
+
+static void *take(struct carve *k, size_t bytes)
+{
+	void *p = k->base ? k->base + k->off : NULL;
+	k->off += (bytes + 255) & ~(size_t)255;
+	return p;
+}
+
+/* lay out (or, with base NULL, only measure) the activations */
+static size_t plan_acts(struct cu *s, char *base)
+{
+	struct carve k = { base, 0 };
+	size_t es = s->es, N = (size_t)s->N;
+	int64_t big = s->qkv > s->fc1 ? s->qkv : s->fc1, small = s->q > s->f ? s->q : s->f;
+	int64_t wide = big > s->h ? big : s->h;
+
+	s->res = take(&k, (size_t)(s->L + 1) * N * (size_t)s->h * es);
+	for (int64_t l = 0; l < s->nslots; l++) {
+		struct slot *sl = &s->slots[l];
+		sl->ln1 = take(&k, N * (size_t)s->h * es);
+		sl->ln1s = take(&k, N * 2 * sizeof(float));
+		sl->qkv = take(&k, N * (size_t)s->qkv * es);
+		sl->atty = take(&k, N * (size_t)s->q * es);
+		sl->lse = take(&k, N * (size_t)s->np * sizeof(float));
+		sl->mid = take(&k, N * (size_t)s->h * es);
+		sl->ln2 = take(&k, N * (size_t)s->h * es);
+		sl->ln2s = take(&k, N * 2 * sizeof(float));
+		sl->fc1 = take(&k, N * (size_t)s->fc1 * es);
+		sl->act = take(&k, N * (size_t)s->f * es);
+	}
+	s->lnf = take(&k, N * (size_t)s->h * es);
+	s->lnfs = take(&k, N * 2 * sizeof(float));
+	s->dres = take(&k, N * (size_t)s->h * es);
+	s->dln = take(&k, N * (size_t)s->h * es);
+	s->dbig = take(&k, N * (size_t)big * es);
+	s->dsmall = take(&k, N * (size_t)small * es);
+	s->logits = take(&k, (size_t)s->chunk_rows * (size_t)s->V * es);
+	s->rowloss = take(&k, N * sizeof(float));
+	s->scratch = take(&k, (size_t)mt_norm_scratch_floats(wide) * sizeof(float));
+	s->dsum = take(&k, N * (size_t)s->np * sizeof(float));
+	s->rope_cs = take(&k, (size_t)s->T * (size_t)s->hd * sizeof(float));
+	s->tok = take(&k, N * sizeof(int32_t));
+	s->tgt = take(&k, N * sizeof(int32_t));
+	s->u_tok = take(&k, N * sizeof(int32_t));
+	s->u_start = take(&k, (N + 1) * sizeof(int32_t));
+	s->u_pos = take(&k, N * sizeof(int32_t));
+	s->chunks = take(&k, (size_t)s->nchunks * sizeof(struct mt_chunk));
+	s->partial = take(&k, (size_t)s->nchunks * sizeof(double));
+	s->sumsq = take(&k, sizeof(double));
+	take(&k, workspace_bytes());
+	return k.off;
+}
+
+static void cuda_free(struct mt_backend *b)
+{
+	struct cu *s = b->state;
+
+	if (!s)
+		return;
+	if (s->prof) {
+		double tot = 0;
+		for (int i = 0; i < P_NCAT; i++)
+			tot += s->ptime[i];
+		for (int i = 0; i < P_NCAT; i++)
+			mt_info("cuda profile: %-16s %9.1f ms %5.1f%%", pcat_name[i], s->ptime[i], tot > 0 ? 100 * s->ptime[i] / tot : 0);
+		for (int i = 0; i < PROF_MAX; i++)
+			cudaEventDestroy(s->ev[i]);
+		free(s->ev), free(s->evcat);
+	}
+	mt_lt_destroy(s->lt);
+	for (int i = 0; i < 4; i++)
+		if (s->mem[i])
+			cudaFree(s->mem[i]);
+	free(s->slots);
+	free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
+	free(s);
+	b->state = NULL;
+}
+
+static double gib(size_t n)
+{
+	return (double)n / (1024.0 * 1024.0 * 1024.0);
+}
+
+static int cuda_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
+		     struct mt_err *err)
+{
+	struct cu *s = calloc(1, sizeof(*s));
+	static const char *const what[4] = { "parameters", "gradients", "optimizer state", "activations" };
+	size_t free_b = 0, total_b = 0, need;
+	int64_t nchunks = 0;
+	struct mt_chunk *hc;
+	float *cs;
+	int n = 0;
+	cudaError_t e;
+
+	b->state = s;
+	if (!s)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		cudaGetLastError();
+		return mt_err_set(err, MT_EXIT_IO, "no CUDA device is visible: use --device cpu");
+	}
+	s->c = c;
+	s->t = t;
+	s->o = b->opt;
+	s->dt = s->o.precision == MT_PREC_BF16 ? MT_BF16 : s->o.precision == MT_PREC_FP16 ? MT_F16 : MT_F32;
+	s->es = s->dt == MT_F32 ? 4 : 2;
+	s->B = micro_batch;
+	s->T = c->seq_length;
+	s->N = s->B * s->T;
+	s->L = c->num_layers;
+	s->h = c->hidden_size;
+	s->np = c->num_attention_heads;
+	s->ng = c->num_query_groups;
+	s->hd = c->kv_channels;
+	s->q = s->np * s->hd;
+	s->qkv = s->q + 2 * s->ng * s->hd;
+	s->f = c->ffn_hidden_size;
+	s->fc1 = c->swiglu ? 2 * s->f : s->f;
+	s->V = c->padded_vocab_size;
+	s->nslots = s->o.recompute_full ? 1 : s->L;
+	s->chunk_rows = (int64_t)(LOGITS_BYTES / ((size_t)s->V * s->es));
+	if (s->chunk_rows < 1)
+		s->chunk_rows = 1;
+	if (s->chunk_rows > s->N)
+		s->chunk_rows = s->N;
+	s->gclip = 1.0f;
+	s->scale = s->o.precision != MT_PREC_FP16 ? 1.0
+		   : s->o.loss_scale > 0 ? s->o.loss_scale : s->o.initial_loss_scale;
+	s->hyst = s->o.hysteresis;
+	if (getenv("MT_CUDA_PROFILE") && atoi(getenv("MT_CUDA_PROFILE")) > 0) {
+		s->ev = calloc(PROF_MAX, sizeof(*s->ev));
+		s->evcat = calloc(PROF_MAX / 2, sizeof(int));
+		if (!s->ev || !s->evcat)
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		for (int i = 0; i < PROF_MAX; i++)
+			cudaEventCreate(&s->ev[i]);
+		s->prof = 1;
+	}
+	if (s->hd != 8 && s->hd != 16 && s->hd != 32 && s->hd != 64 && s->hd != 128)
+		return mt_err_set(err, MT_EXIT_USAGE, "the CUDA backend supports head sizes 8, 16, 32, 64 and 128, not %lld",
+				  (long long)s->hd);
+	for (int i = 0; i < t->n; i++)
+		nchunks += (t->p[i].numel + MT_ADAMW_CHUNK - 1) / MT_ADAMW_CHUNK;
+	s->nchunks = nchunks;
+	s->slots = calloc((size_t)s->nslots, sizeof(*s->slots));
+	s->h_count = calloc((size_t)s->V + 1, sizeof(int32_t));
+	s->h_u = malloc((size_t)s->N * sizeof(int32_t));
+	s->h_start = malloc((size_t)(s->N + 1) * sizeof(int32_t));
+	s->h_pos = malloc((size_t)s->N * sizeof(int32_t));
+	s->h_loss = malloc((size_t)s->N * sizeof(float));
+	if (!s->slots || !s->h_count || !s->h_u || !s->h_start || !s->h_pos || !s->h_loss)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+
+	s->bytes[0] = (size_t)t->total * (4 + (s->dt == MT_F32 ? 0 : s->es)) + 256;
+	s->bytes[1] = (size_t)t->total * 4;
+	s->bytes[2] = (size_t)t->total * 8 + 256;
+	s->bytes[3] = plan_acts(s, NULL);
+	need = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->bytes[3];
+	e = cudaMemGetInfo(&free_b, &total_b);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "cannot query the GPU's memory: %s", cudaGetErrorString(e));
+	if (!s->o.quiet)
+		mt_info("cuda: memory plan %.2f GiB: parameters %.2f, gradients %.2f, optimizer state %.2f, activations "
+			"%.2f (%s, micro-batch %lld x %lld, recompute %s); %.2f GiB free of %.2f",
+			gib(need), gib(s->bytes[0]), gib(s->bytes[1]), gib(s->bytes[2]), gib(s->bytes[3]),
+			s->dt == MT_F32 ? "fp32" : s->dt == MT_BF16 ? "bf16" : "fp16", (long long)s->B, (long long)s->T,
+			s->o.recompute_full ? "full" : "selective", gib(free_b), gib(total_b));
+	if (need + (64u << 20) > free_b)
+		return mt_err_set(err, MT_EXIT_IO,
+				  "the model does not fit the GPU: it needs %.2f GiB (parameters %.2f, gradients %.2f, "
+				  "optimizer state %.2f, activations %.2f) and %.2f GiB are free: lower --micro-batch-size "
+				  "or use --recompute-granularity full",
+				  gib(need), gib(s->bytes[0]), gib(s->bytes[1]), gib(s->bytes[2]), gib(s->bytes[3]), gib(free_b));
+	for (int i = 0; i < 4; i++) {
+		e = cudaMalloc(&s->mem[i], s->bytes[i]);
+		if (e != cudaSuccess)
+			return mt_err_set(err, MT_EXIT_IO, "cannot allocate %.2f GiB of GPU memory for the %s: %s",
+					  gib(s->bytes[i]), what[i], cudaGetErrorString(e));
+	}
+	s->w = s->mem[0];
+	s->wc = s->dt == MT_F32 ? (void *)s->w : (void *)((char *)s->mem[0] + (((size_t)t->total * 4 + 255) & ~(size_t)255));
+	s->g = s->mem[1];
+	s->m = s->mem[2];
+	s->v = (float *)((char *)s->mem[2] + (((size_t)t->total * 4 + 255) & ~(size_t)255));
+	plan_acts(s, s->mem[3]);
+	if (mt_lt_create(&s->lt, (char *)s->mem[3] + s->bytes[3] - workspace_bytes(), workspace_bytes()))
+		return mt_err_set(err, MT_EXIT_IO, "cuBLASLt: %s", mt_cuda_error());
+
+	/* the chunk table of the multi-tensor kernels */
+	hc = malloc((size_t)nchunks * sizeof(*hc));
+	cs = malloc((size_t)s->T * (size_t)s->hd * sizeof(float));
+	if (!hc || !cs) {
+		free(hc), free(cs);
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	}
+	nchunks = 0;
+	for (int i = 0; i < t->n; i++)
+		for (int64_t o = 0; o < t->p[i].numel; o += MT_ADAMW_CHUNK) {
+			int64_t len = t->p[i].numel - o < MT_ADAMW_CHUNK ? t->p[i].numel - o : MT_ADAMW_CHUNK;
+			hc[nchunks].start = t->p[i].offset + o;
+			hc[nchunks].len = (int32_t)len;
+			hc[nchunks].decay = t->p[i].weight_decay;
+			nchunks++;
+		}
+	/* rotary table, in double as gpt.c computes it, rounded once */
+	for (int64_t tt = 0; tt < s->T; tt++)
+		for (int64_t i = 0; i < s->hd / 2; i++) {
+			double ang = (double)tt * pow(c->rotary_base, -2.0 * (double)i / (double)s->hd);
+			cs[(tt * (s->hd / 2) + i) * 2] = (float)cos(ang);
+			cs[(tt * (s->hd / 2) + i) * 2 + 1] = (float)sin(ang);
+		}
+	e = cudaMemcpy(s->chunks, hc, (size_t)nchunks * sizeof(*hc), cudaMemcpyHostToDevice);
+	if (e == cudaSuccess)
+		e = cudaMemcpy(s->rope_cs, cs, (size_t)s->T * (size_t)s->hd * sizeof(float), cudaMemcpyHostToDevice);
+	free(hc);
+	free(cs);
+	if (e == cudaSuccess)
+		e = cudaMemset(s->g, 0, s->bytes[1]);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "GPU copy: %s", cudaGetErrorString(e));
+	return 0;
+}
+
+static int cuda_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
+{
+	struct cu *s = b->state;
+	size_t n = (size_t)s->t->total * sizeof(float);
+	cudaError_t e = cudaMemcpy(s->w, w, n, cudaMemcpyHostToDevice);
+
+	if (e == cudaSuccess)
+		e = m ? cudaMemcpy(s->m, m, n, cudaMemcpyHostToDevice) : cudaMemset(s->m, 0, n);
+	if (e == cudaSuccess)
+		e = v ? cudaMemcpy(s->v, v, n, cudaMemcpyHostToDevice) : cudaMemset(s->v, 0, n);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "copying the state to the GPU: %s", cudaGetErrorString(e));
+	if (s->dt != MT_F32 && mt_convert_f32(s->dt, s->wc, s->w, s->t->total))
+		return mt_err_set(err, MT_EXIT_IO, "%s", mt_cuda_error());
+	return 0;
+}
+
+static int cuda_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err)
+{
+	struct cu *s = b->state;
+	size_t n = (size_t)s->t->total * sizeof(float);
+	cudaError_t e = cudaSuccess;
+
+	if (w)
+		e = cudaMemcpy(w, s->w, n, cudaMemcpyDeviceToHost);
+	if (e == cudaSuccess && m)
+		e = cudaMemcpy(m, s->m, n, cudaMemcpyDeviceToHost);
+	if (e == cudaSuccess && v)
+		e = cudaMemcpy(v, s->v, n, cudaMemcpyDeviceToHost);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "copying the state from the GPU: %s", cudaGetErrorString(e));
+	return 0;
+}
+
+static void cuda_zero_grad(struct mt_backend *b)
+{
+	struct cu *s = b->state;
+
+	if (cudaMemset(s->g, 0, s->bytes[1]) != cudaSuccess)
+		rt_check(s, cudaGetLastError(), "cudaMemset", __LINE__);
+}
+
+/* ---- the passes ---- */
+
+static int layer_fwd(struct cu *s, int l, struct slot *sl)
+{
+	const struct mt_config *c = s->c;
+	enum mt_dtype dt = s->dt;
+	int rms = c->normalization == MT_NORM_RMSNORM;
+	void *xin = row(s, s->res, l * s->N, s->h), *xout = row(s, s->res, (l + 1) * s->N, s->h);
+
+	KP(P_NORM, mt_norm_fwd(dt, sl->ln1, sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->N, s->h, rms,
+		      (float)c->norm_epsilon));
+	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->qkv, sl->ln1, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, s->N, s->h, s->qkv));
+	if (c->position_embedding_type == MT_POS_ROPE)
+		KP(P_ACT, mt_rope(dt, sl->qkv, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 0));
+	KP(P_ATTN, mt_attention_fwd(dt, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np, (int)s->ng, (int)s->hd));
+	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->mid, sl->atty, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), xin, s->N, s->q, s->h));
+	KP(P_NORM, mt_norm_fwd(dt, sl->ln2, sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B), s->N, s->h, rms,
+		      (float)c->norm_epsilon));
+	if (c->swiglu) {
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->fc1, sl->ln2, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, s->N,
+					   s->h, s->fc1));
+		KP(P_ACT, mt_swiglu_fwd(dt, sl->act, sl->fc1, s->N, s->f));
+	} else {
+		KP(P_MATMUL, mt_linear_fwd_gelu(s->lt, dt, sl->act, sl->fc1, sl->ln2, wp(s, l, MT_P_FC1_W),
+						wp(s, l, MT_P_FC1_B), s->N, s->h, s->fc1));
+	}
+	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, xout, sl->act, wp(s, l, MT_P_FC2_W), wp(s, l, MT_P_FC2_B), sl->mid, s->N, s->f, s->h));
+	return 0;
+}
+
+/* s->dres holds d loss / d res[l + 1] on entry and d loss / d res[l] on return */
+static int layer_bwd(struct cu *s, int l, struct slot *sl)
+{
+	const struct mt_config *c = s->c;
+	enum mt_dtype dt = s->dt;
+	int rms = c->normalization == MT_NORM_RMSNORM;
+	void *xin = row(s, s->res, l * s->N, s->h);
+	float *gb;
+
+	/* MLP */
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), s->dres, sl->act, s->N, s->f, s->h));
+	if ((gb = gp(s, l, MT_P_FC2_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
+	if (c->swiglu) {
+		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_FC2_W), s->N, s->f, s->h, 0));
+		KP(P_ACT, mt_swiglu_bwd(dt, s->dbig, s->dsmall, sl->fc1, s->N, s->f));
+	} else {
+		KP(P_MM_DIN, mt_linear_bwd_in_dgelu(s->lt, dt, s->dbig, s->dres, wp(s, l, MT_P_FC2_W), sl->fc1, s->N, s->f,
+						    s->h));
+	}
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, sl->ln2, s->N, s->h, s->fc1));
+	if ((gb = gp(s, l, MT_P_FC1_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
+	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
+	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), s->dln, sl->mid, sl->ln2s,
+		      wp(s, l, MT_P_LN2_W), s->N, s->h, rms, s->scratch));
+	/* attention */
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), s->dres, sl->atty, s->N, s->q, s->h));
+	if ((gb = gp(s, l, MT_P_PROJ_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
+	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
+	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
+			   (int)s->ng, (int)s->hd, s->dsum));
+	if (c->position_embedding_type == MT_POS_ROPE)
+		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, sl->ln1, s->N, s->h, s->qkv));
+	if ((gb = gp(s, l, MT_P_QKV_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
+	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
+	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), s->dln, xin, sl->ln1s,
+		      wp(s, l, MT_P_LN1_W), s->N, s->h, rms, s->scratch));
+	return 0;
+}
+
+/* group the batch's positions by token for the embedding backward (a counting sort) */
+static int64_t group_tokens(struct cu *s, const int32_t *tokens)
+{
+	int32_t *cnt = s->h_count;
+	int64_t nu = 0, acc = 0;
+
+	for (int64_t n = 0; n < s->N; n++)
+		cnt[tokens[n]]++;
+	for (int64_t v = 0; v < s->V; v++) {
+		int32_t k = cnt[v];
+		if (!k)
+			continue;
+		s->h_u[nu] = (int32_t)v;
+		s->h_start[nu] = (int32_t)acc;
+		cnt[v] = (int32_t)acc; /* now the next free place of token v */
+		acc += k;
+		nu++;
+	}
+	s->h_start[nu] = (int32_t)acc;
+	for (int64_t n = 0; n < s->N; n++)
+		s->h_pos[cnt[tokens[n]]++] = (int32_t)n;
+	for (int64_t k = 0; k < nu; k++)
+		cnt[s->h_u[k]] = 0;
+	return nu;
+}
+
+static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, int backward, double *loss)
+{
+	const struct mt_config *c = s->c;
+	enum mt_dtype dt = s->dt;
+	int rms = c->normalization == MT_NORM_RMSNORM;
+	int untied = c->untie_embeddings_and_output_weights;
+	void *wout = untied ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
+	float *gout = untied ? gp(s, -1, MT_P_OUTPUT) : gp(s, -1, MT_P_WORD_EMB);
+	void *xL = row(s, s->res, s->L * s->N, s->h);
+	int64_t count = 0, nu = 0;
+	double sum = 0;
+
+	for (int64_t n = 0; n < s->N; n++)
+		count += targets[n] >= 0;
+	RT(cudaMemcpy(s->tok, tokens, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	if (backward) {
+		/* before any kernel is queued: these copies wait for the device */
+		nu = group_tokens(s, tokens);
+		RT(cudaMemcpy(s->u_tok, s->h_u, (size_t)nu * sizeof(int32_t), cudaMemcpyHostToDevice));
+		RT(cudaMemcpy(s->u_start, s->h_start, (size_t)(nu + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
+		RT(cudaMemcpy(s->u_pos, s->h_pos, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	}
+	KP(P_EMBED, mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T, s->h));
+	for (int l = 0; l < s->L; l++)
+		if (layer_fwd(s, l, &s->slots[s->o.recompute_full ? 0 : l]))
+			return -1;
+	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->N, s->h, rms,
+		      (float)c->norm_epsilon));
+	for (int64_t r0 = 0; r0 < s->N; r0 += s->chunk_rows) {
+		int64_t rows = s->N - r0 < s->chunk_rows ? s->N - r0 : s->chunk_rows;
+		void *x = row(s, s->lnf, r0, s->h);
+		KP(P_MM_OUT, mt_linear_fwd(s->lt, dt, s->logits, x, wout, NULL, NULL, rows, s->h, s->V));
+		KP(P_CLASS, mt_classifier(dt, s->logits, s->rowloss + r0, s->tgt + r0, rows, s->V, backward,
+				count ? (float)(s->scale / (double)count) : 0.0f));
+		if (backward) {
+			KP(P_MM_OUT, mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V));
+			KP(P_MM_OUT, mt_linear_bwd_in(s->lt, dt, row(s, s->dln, r0, s->h), s->logits, wout, rows, s->h, s->V, 0));
+		}
+	}
+	if (backward) {
+		KP(P_NORM, mt_norm_bwd(dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL, s->lnfs,
+			      wp(s, -1, MT_P_FINAL_W), s->N, s->h, rms, s->scratch));
+		for (int l = (int)s->L - 1; l >= 0; l--) {
+			struct slot *sl = &s->slots[s->o.recompute_full ? 0 : l];
+			if (s->o.recompute_full && layer_fwd(s, l, sl))
+				return -1;
+			if (layer_bwd(s, l, sl))
+				return -1;
+		}
+		KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok, s->u_start,
+			       s->u_pos, nu, s->N, s->T, s->h));
+	}
+	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)s->N * sizeof(float), cudaMemcpyDeviceToHost));
+	for (int64_t n = 0; n < s->N; n++)
+		sum += s->h_loss[n];
+	*loss = count ? sum / (double)count : 0;
+	return 0;
+}
+
+static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
+{
+	struct cu *s = b->state;
+	double loss = NAN;
+
+	if (s->failed || micro(s, tokens, targets, backward, &loss))
+		return NAN;
+	prof_collect(s);
+	return loss;
+}
+
+/* Megatron's DynamicGradScaler.update */
+static void scaler_update(struct cu *s, int found_inf)
+{
+	if (s->o.precision != MT_PREC_FP16 || s->o.loss_scale > 0)
+		return;
+	if (found_inf) {
+		s->growth = 0;
+		if (--s->hyst <= 0) {
+			s->scale *= 0.5;
+			if (s->scale < s->o.min_loss_scale)
+				s->scale = s->o.min_loss_scale;
+		}
+	} else if (++s->growth == s->o.loss_scale_window) {
+		s->growth = 0;
+		s->hyst = s->o.hysteresis;
+		s->scale *= 2;
+	}
+}
+
+static void cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite)
+{
+	struct cu *s = b->state;
+	double sq = NAN;
+	float sc = s->scale != 1.0 ? (float)((double)scale / s->scale) : scale;
+
+	s->gclip = 1.0f;
+	*norm = 0;
+	*nonfinite = 1;
+	prof_mark(s, P_OPTIM);
+	if (s->failed || mt_grad_sumsq_dev(s->chunks, s->nchunks, s->g, sc, s->partial, s->sumsq)) {
+		fail_cuda(s);
+		return;
+	}
+	prof_mark(s, P_OPTIM);
+	if (rt_check(s, cudaMemcpy(&sq, s->sumsq, sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
+		return;
+	if (!isfinite(sq)) {
+		int dynamic = s->o.precision == MT_PREC_FP16 && !(s->o.loss_scale > 0);
+		scaler_update(s, 1);
+		if (dynamic && !s->o.quiet)
+			mt_info("fp16: gradient overflow, step skipped; loss scale now %g", s->scale);
+		*nonfinite = dynamic ? MT_GRAD_OVERFLOW : 1;
+		return;
+	}
+	scaler_update(s, 0);
+	*nonfinite = 0;
+	*norm = sqrt(sq);
+	if (max_norm > 0) {
+		double coeff = max_norm / (*norm + 1.0e-6);
+		if (coeff < 1.0)
+			s->gclip = (float)coeff;
+	}
+}
+
+static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
+{
+	struct cu *s = b->state;
+	struct mt_adamw_coef c;
+	struct mt_adamw_scalars k;
+
+	o->step++;
+	o->lr = lr;
+	mt_adamw_coef(o, lr, o->step, &c);
+	k.decay = c.decay;
+	k.lerp_w = c.lerp_w;
+	k.beta2 = c.beta2;
+	k.one_minus_beta2 = c.one_minus_beta2;
+	k.bc2_sqrt = c.bc2_sqrt;
+	k.eps = c.eps;
+	k.neg_step_size = c.neg_step_size;
+	if (s->failed)
+		return;
+	prof_mark(s, P_OPTIM);
+	if (mt_adamw_apply(s->chunks, s->nchunks, &k, s->gclip, s->w, s->g, s->m, s->v, s->dt,
+			   s->dt == MT_F32 ? NULL : s->wc))
+		fail_cuda(s);
+	prof_mark(s, P_OPTIM);
+	prof_collect(s);
+	if (s->prof && o->step == 1)
+		memset(s->ptime, 0, sizeof(s->ptime));
+	s->gclip = 1.0f;
+}
+
+static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
+{
+	struct cu *s = b->state;
+	cudaError_t e = cudaMemcpy(g, s->g, (size_t)s->t->total * sizeof(float), cudaMemcpyDeviceToHost);
+
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "copying the gradient from the GPU: %s", cudaGetErrorString(e));
+	return 0;
+}
+
+static size_t cuda_bytes(const struct mt_backend *b)
+{
+	const struct cu *s = b->state;
+
+	return s->bytes[0] + s->bytes[1] + s->bytes[2] + s->bytes[3];
+}
+
+int mt_backend_cuda_usable(void)
+{
+	return mt_cuda_device_count() > 0;
+}
+
+#else /* no CUDA in this build */
+
+static int cuda_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
+		     struct mt_err *err)
+{
+	(void)b, (void)c, (void)t, (void)micro_batch;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend (nvcc was not found): use --device cpu");
+}
+static void cuda_free(struct mt_backend *b) { (void)b; }
+static int cuda_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
+{
+	(void)b, (void)w, (void)m, (void)v, (void)err;
+	return -1;
+}
+static int cuda_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err)
+{
+	(void)b, (void)w, (void)m, (void)v, (void)err;
+	return -1;
+}
+static void cuda_zero_grad(struct mt_backend *b) { (void)b; }
+static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
+{
+	(void)b, (void)tokens, (void)targets, (void)backward;
+	return 0;
+}
+static void cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite)
+{
+	(void)b, (void)scale, (void)max_norm;
+	*norm = 0;
+	*nonfinite = 1;
+}
+static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr) { (void)b, (void)o, (void)lr; }
+static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
+{
+	(void)b, (void)g, (void)err;
+	return -1;
+}
+static size_t cuda_bytes(const struct mt_backend *b)
+{
+	(void)b;
+	return 0;
+}
+int mt_backend_cuda_usable(void)
+{
+	return 0;
+}
+
+#endif
+
+const struct mt_backend_ops mt_backend_cuda = {
+	.name = "cuda",
+	.init = cuda_init,
+	.free = cuda_free,
+	.load_state = cuda_load_state,
+	.save_state = cuda_save_state,
+	.zero_grad = cuda_zero_grad,
+	.step_micro = cuda_step_micro,
+	.grad_prepare = cuda_grad_prepare,
+	.adamw_step = cuda_adamw_step,
+	.get_grad = cuda_get_grad,
+	.bytes = cuda_bytes,
+};

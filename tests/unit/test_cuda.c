@@ -1,0 +1,714 @@
+/* Unit tests for the CUDA backend (kernels/ and lib/backend_cuda.c), on a GPU only:
+ * without one (or in a build without CUDA) every case is reported skipped.
+ *
+ * Kernels: each against a CPU reference in double on random inputs, rounded to the
+ * kernel's input type first, with every output poisoned (NaN bytes) before the call so
+ * that an element the kernel forgot to write fails. Errors are max|gpu - ref| / max|ref|
+ * per output; thresholds: fp32 1e-5 (summation order only), bf16 1e-2 (the output's own
+ * rounding is 2^-9 relative; sums of up to a few hundred rounded terms).
+ *
+ * Whole model: the CUDA backend against the CPU backend (lib/gpt.c) from the same
+ * weights and batch, GPT-2 style and Llama style (GQA, RoPE, SwiGLU, RMSNorm, untied),
+ * fp32 and bf16: the loss, every parameter's gradient, and three AdamW steps; and two
+ * runs bit-identical (the deterministic claim). Limits: fp32 loss 1e-5 relative and
+ * gradients 1e-4 of each tensor's largest (measured on an H100, 2026-11-22: 2e-8 and
+ * 9.4e-7); bf16 loss 2e-3 and gradients 5e-2 (measured: 1.1e-4 and 1.7e-2, bf16
+ * activations against fp32 ones). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+
+#ifdef MT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "../../kernels/adamw.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/classifier.h"
+#include "../../kernels/embed.h"
+#include "../../kernels/gelu.h"
+#include "../../kernels/matmul.h"
+#include "../../kernels/norm.h"
+#include "../../kernels/rope.h"
+#include "../../kernels/swiglu.h"
+#include "../../lib/backend.h"
+#include "../../lib/gpt.h"
+#include "../../lib/optim.h"
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) /* in [-1, 1) */
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static uint16_t f2bf(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* a device buffer of n elements of type dt, and its host view as floats */
+struct buf {
+	enum mt_dtype dt;
+	int64_t n;
+	void *d;
+	float *h;
+};
+
+static size_t esz(enum mt_dtype dt) { return dt == MT_F32 ? 4 : 2; }
+
+static struct buf mk(enum mt_dtype dt, int64_t n, double scale)
+{
+	struct buf b = { dt, n, NULL, malloc((size_t)n * 4) };
+	uint16_t *tmp = malloc((size_t)n * 2);
+
+	cudaMalloc(&b.d, (size_t)n * esz(dt));
+	for (int64_t i = 0; i < n; i++) {
+		b.h[i] = (float)(urand() * scale);
+		if (dt == MT_BF16) {
+			tmp[i] = f2bf(b.h[i]);
+			b.h[i] = bf2f(tmp[i]);
+		}
+	}
+	cudaMemcpy(b.d, dt == MT_F32 ? (void *)b.h : (void *)tmp, (size_t)n * esz(dt), cudaMemcpyHostToDevice);
+	free(tmp);
+	return b;
+}
+
+static struct buf out(enum mt_dtype dt, int64_t n)
+{
+	struct buf b = { dt, n, NULL, malloc((size_t)n * 4) };
+	cudaMalloc(&b.d, (size_t)n * esz(dt));
+	cudaMemset(b.d, 0xff, (size_t)n * esz(dt)); /* NaN in fp32 and bf16 */
+	return b;
+}
+
+static void fetch(struct buf *b)
+{
+	uint16_t *tmp = malloc((size_t)b->n * 2);
+	cudaDeviceSynchronize();
+	if (b->dt == MT_F32) {
+		cudaMemcpy(b->h, b->d, (size_t)b->n * 4, cudaMemcpyDeviceToHost);
+	} else {
+		cudaMemcpy(tmp, b->d, (size_t)b->n * 2, cudaMemcpyDeviceToHost);
+		for (int64_t i = 0; i < b->n; i++)
+			b->h[i] = bf2f(tmp[i]);
+	}
+	free(tmp);
+}
+
+static void drop(struct buf *b)
+{
+	cudaFree(b->d);
+	free(b->h);
+}
+
+/* max|got - ref| / max|ref|; NaN anywhere gives infinity */
+static double relerr(const float *got, const double *ref, int64_t n)
+{
+	double md = 0, mr = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - ref[i]);
+		if (isnan(got[i]) || isnan(d))
+			return INFINITY;
+		if (d > md)
+			md = d;
+		if (fabs(ref[i]) > mr)
+			mr = fabs(ref[i]);
+	}
+	return mr > 0 ? md / mr : md;
+}
+
+static double tol(enum mt_dtype dt) { return dt == MT_F32 ? 1e-5 : 1e-2; }
+static const char *dn(enum mt_dtype dt) { return dt == MT_F32 ? "fp32" : "bf16"; }
+
+#define CHECK(got, ref, n, dt, what)                                                               \
+	do {                                                                                       \
+		double e_ = relerr(got, ref, n);                                                   \
+		ok(e_ < tol(dt), "%s %s: rel error %.3g (limit %.0e)", what, dn(dt), e_, tol(dt)); \
+	} while (0)
+
+static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
+{
+	int64_t N = 67, IN = 96, O = 40;
+	struct buf x = mk(dt, N * IN, 1), W = mk(dt, O * IN, 0.3), b = mk(dt, O, 1), r = mk(dt, N * O, 1);
+	struct buf y = out(dt, N * O), dy = mk(dt, N * O, 1), dx = out(dt, N * IN);
+	struct buf dW = mk(MT_F32, O * IN, 1);
+	double *ref = malloc((size_t)(N * IN + O * IN + N * O) * sizeof(double));
+	float *dW0 = malloc((size_t)(O * IN) * 4);
+
+	memcpy(dW0, dW.h, (size_t)(O * IN) * 4);
+	ok(!mt_linear_fwd(lt, dt, y.d, x.d, W.d, b.d, r.d, N, IN, O), "linear fwd runs %s", mt_cuda_error());
+	fetch(&y);
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t o = 0; o < O; o++) {
+			double s = b.h[o] + r.h[n * O + o];
+			for (int64_t i = 0; i < IN; i++)
+				s += (double)x.h[n * IN + i] * W.h[o * IN + i];
+			ref[n * O + o] = s;
+		}
+	CHECK(y.h, ref, N * O, dt, "linear fwd (bias, residual)");
+	ok(!mt_linear_bwd_in(lt, dt, dx.d, dy.d, W.d, N, IN, O, 0), "linear bwd in runs");
+	fetch(&dx);
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < IN; i++) {
+			double s = 0;
+			for (int64_t o = 0; o < O; o++)
+				s += (double)dy.h[n * O + o] * W.h[o * IN + i];
+			ref[n * IN + i] = s;
+		}
+	CHECK(dx.h, ref, N * IN, dt, "linear bwd input");
+	ok(!mt_linear_bwd_w(lt, dt, dW.d, dy.d, x.d, N, IN, O), "linear bwd weight runs");
+	fetch(&dW);
+	for (int64_t o = 0; o < O; o++)
+		for (int64_t i = 0; i < IN; i++) {
+			double s = dW0[o * IN + i];
+			for (int64_t n = 0; n < N; n++)
+				s += (double)dy.h[n * O + o] * x.h[n * IN + i];
+			ref[o * IN + i] = s;
+		}
+	CHECK(dW.h, ref, O * IN, MT_F32, dt == MT_F32 ? "linear bwd weight (accumulated)" : "linear bwd weight from bf16");
+	drop(&x), drop(&W), drop(&b), drop(&r), drop(&y), drop(&dy), drop(&dx), drop(&dW);
+	free(ref), free(dW0);
+}
+
+static void test_norm(enum mt_dtype dt, int rms, int64_t h)
+{
+	int64_t N = 70;
+	struct buf x = mk(dt, N * h, 2), w = mk(dt, h, 1), b = mk(dt, h, 1), y = out(dt, N * h), st = out(MT_F32, N * 2);
+	struct buf dy = mk(dt, N * h, 1), dx = mk(dt, N * h, 1), dw = mk(MT_F32, h, 1), db = mk(MT_F32, h, 1);
+	float *scr, *dx0 = malloc((size_t)(N * h) * 4), *dw0 = malloc((size_t)h * 4), *db0 = malloc((size_t)h * 4);
+	double *ry = malloc((size_t)(N * h) * 8), *rdw = calloc((size_t)h, 8), *rdb = calloc((size_t)h, 8);
+	char what[64];
+
+	cudaMalloc((void **)&scr, (size_t)mt_norm_scratch_floats(h) * 4);
+	memcpy(dx0, dx.h, (size_t)(N * h) * 4), memcpy(dw0, dw.h, (size_t)h * 4), memcpy(db0, db.h, (size_t)h * 4);
+	ok(!mt_norm_fwd(dt, y.d, st.d, x.d, w.d, rms ? NULL : b.d, N, h, rms, 1e-5f), "norm fwd runs");
+	ok(!mt_norm_bwd(dt, dx.d, 1, dw.d, rms ? NULL : db.d, dy.d, x.d, st.d, w.d, N, h, rms, scr), "norm bwd runs");
+	fetch(&y), fetch(&dx), fetch(&dw), fetch(&db);
+	for (int64_t n = 0; n < N; n++) {
+		double mean = 0, var = 0, rstd, sdy = 0, sdyx = 0;
+		const float *xr = x.h + n * h, *dr = dy.h + n * h;
+		if (!rms) {
+			for (int64_t i = 0; i < h; i++)
+				mean += xr[i];
+			mean /= (double)h;
+		}
+		for (int64_t i = 0; i < h; i++)
+			var += (xr[i] - mean) * (xr[i] - mean);
+		rstd = 1 / sqrt(var / (double)h + 1e-5);
+		for (int64_t i = 0; i < h; i++) {
+			double xh = (xr[i] - mean) * rstd, d = (double)dr[i] * w.h[i];
+			ry[n * h + i] = xh * w.h[i] + (rms ? 0 : b.h[i]);
+			sdy += d, sdyx += d * xh;
+			rdw[i] += dr[i] * xh, rdb[i] += dr[i];
+		}
+		sdy /= (double)h, sdyx /= (double)h;
+		for (int64_t i = 0; i < h; i++) {
+			double xh = (xr[i] - mean) * rstd, d = (double)dr[i] * w.h[i];
+			ry[n * h + i + 0] = ry[n * h + i];
+			dx0[n * h + i] = (float)(dx0[n * h + i] + rstd * (d - (rms ? 0 : sdy) - xh * sdyx));
+		}
+	}
+	snprintf(what, sizeof(what), "%s fwd h=%lld", rms ? "rmsnorm" : "layernorm", (long long)h);
+	CHECK(y.h, ry, N * h, dt, what);
+	for (int64_t k = 0; k < N * h; k++)
+		ry[k] = dx0[k];
+	snprintf(what, sizeof(what), "%s bwd input (accumulated)", rms ? "rmsnorm" : "layernorm");
+	CHECK(dx.h, ry, N * h, dt, what);
+	for (int64_t i = 0; i < h; i++)
+		rdw[i] += dw0[i], rdb[i] += db0[i];
+	snprintf(what, sizeof(what), "%s bwd weight", rms ? "rmsnorm" : "layernorm");
+	CHECK(dw.h, rdw, h, dt == MT_F32 ? MT_F32 : MT_BF16, what);
+	if (!rms) {
+		CHECK(db.h, rdb, h, dt == MT_F32 ? MT_F32 : MT_BF16, "layernorm bwd bias");
+		/* the linear bias gradient is the same column sum */
+		for (int64_t i = 0; i < h; i++)
+			rdb[i] = db.h[i];
+		for (int64_t n = 0; n < N; n++)
+			for (int64_t i = 0; i < h; i++)
+				rdb[i] += dy.h[n * h + i];
+		ok(!mt_bias_grad(dt, db.d, dy.d, N, h, scr), "bias grad runs");
+		fetch(&db);
+		CHECK(db.h, rdb, h, dt == MT_F32 ? MT_F32 : MT_BF16, "linear bias grad");
+	}
+	cudaFree(scr);
+	drop(&x), drop(&w), drop(&b), drop(&y), drop(&st), drop(&dy), drop(&dx), drop(&dw), drop(&db);
+	free(dx0), free(dw0), free(db0), free(ry), free(rdw), free(rdb);
+}
+
+static void test_act(enum mt_dtype dt)
+{
+	int64_t N = 33, f = 70;
+	struct buf in = mk(dt, N * 2 * f, 3), o = out(dt, N * f), dout = mk(dt, N * f, 1), din = out(dt, N * 2 * f);
+	double *r = malloc((size_t)(N * 2 * f) * 8), C = 0.7978845608028654;
+
+	ok(!mt_gelu_fwd(dt, o.d, in.d, N * f), "gelu fwd runs");
+	ok(!mt_gelu_bwd(dt, din.d, dout.d, in.d, N * f), "gelu bwd runs");
+	fetch(&o), fetch(&din);
+	for (int64_t k = 0; k < N * f; k++) {
+		double x = in.h[k];
+		r[k] = 0.5 * x * (1 + tanh(C * (x + 0.044715 * x * x * x)));
+	}
+	CHECK(o.h, r, N * f, dt, "gelu fwd");
+	for (int64_t k = 0; k < N * f; k++) {
+		double x = in.h[k], th = tanh(C * (x + 0.044715 * x * x * x));
+		r[k] = dout.h[k] * (0.5 * (1 + th) + 0.5 * x * (1 - th * th) * C * (1 + 3 * 0.044715 * x * x));
+	}
+	CHECK(din.h, r, N * f, dt, "gelu bwd");
+	cudaMemset(o.d, 0xff, (size_t)(N * f) * esz(dt));
+	cudaMemset(din.d, 0xff, (size_t)(N * 2 * f) * esz(dt));
+	ok(!mt_swiglu_fwd(dt, o.d, in.d, N, f), "swiglu fwd runs");
+	ok(!mt_swiglu_bwd(dt, din.d, dout.d, in.d, N, f), "swiglu bwd runs");
+	fetch(&o), fetch(&din);
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < f; i++) {
+			double a = in.h[n * 2 * f + i], b = in.h[n * 2 * f + f + i];
+			r[n * f + i] = a / (1 + exp(-a)) * b;
+		}
+	CHECK(o.h, r, N * f, dt, "swiglu fwd");
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < f; i++) {
+			double a = in.h[n * 2 * f + i], b = in.h[n * 2 * f + f + i], g = dout.h[n * f + i], s = 1 / (1 + exp(-a));
+			r[n * 2 * f + i] = g * b * s * (1 + a * (1 - s));
+			r[n * 2 * f + f + i] = g * a * s;
+		}
+	CHECK(din.h, r, N * 2 * f, dt, "swiglu bwd");
+	drop(&in), drop(&o), drop(&dout), drop(&din);
+	free(r);
+}
+
+/* Megatron's fused-QKV row offsets (lib/params.h) */
+static int64_t qo(int np, int ng, int hd, int hh) { int per = np / ng; return ((hh / per) * (per + 2) + hh % per) * hd; }
+static int64_t ko(int np, int ng, int hd, int g) { int per = np / ng; return (g * (per + 2) + per) * hd; }
+
+static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int hd)
+{
+	int64_t row = (np + 2 * ng) * hd, N = (int64_t)B * T, q = (int64_t)np * hd;
+	struct buf qkv = mk(dt, N * row, 1.5), y = out(dt, N * q), lse = out(MT_F32, N * np), dy = mk(dt, N * q, 1);
+	struct buf dqkv = out(dt, N * row);
+	double *ry = calloc((size_t)(N * q), 8), *rd = calloc((size_t)(N * row), 8), *p = malloc((size_t)T * 8);
+	double sc = 1 / sqrt((double)hd);
+	float *scr;
+	char what[96];
+
+	cudaMalloc((void **)&scr, (size_t)(N * np) * 4);
+	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs: %s", mt_cuda_error());
+	fetch(&y);
+	ok(!mt_attention_bwd(dt, dqkv.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs");
+	fetch(&dqkv);
+	for (int b = 0; b < B; b++)
+		for (int hh = 0; hh < np; hh++) {
+			int g = hh / (np / ng);
+			for (int i = 0; i < T; i++) {
+				const float *qi = qkv.h + (b * T + i) * row + qo(np, ng, hd, hh);
+				const float *dyi = dy.h + (b * T + i) * q + hh * hd;
+				const float *yi = y.h + (b * T + i) * q + hh * hd; /* the kernel's y, as its backward uses */
+				double mx = -1e300, sum = 0, D = 0;
+				for (int j = 0; j <= i; j++) {
+					const float *kj = qkv.h + (b * T + j) * row + ko(np, ng, hd, g);
+					double s = 0;
+					for (int e = 0; e < hd; e++)
+						s += (double)qi[e] * kj[e];
+					p[j] = s * sc;
+					mx = fmax(mx, p[j]);
+				}
+				for (int j = 0; j <= i; j++)
+					sum += (p[j] = exp(p[j] - mx));
+				for (int e = 0; e < hd; e++)
+					D += (double)dyi[e] * yi[e];
+				for (int j = 0; j <= i; j++) {
+					const float *kj = qkv.h + (b * T + j) * row + ko(np, ng, hd, g), *vj = kj + hd;
+					double dp = 0, ds;
+					p[j] /= sum;
+					for (int e = 0; e < hd; e++) {
+						ry[(b * T + i) * q + hh * hd + e] += p[j] * vj[e];
+						dp += (double)dyi[e] * vj[e];
+						rd[(b * T + j) * row + ko(np, ng, hd, g) + hd + e] += p[j] * dyi[e];
+					}
+					ds = p[j] * (dp - D) * sc;
+					for (int e = 0; e < hd; e++) {
+						rd[(b * T + i) * row + qo(np, ng, hd, hh) + e] += ds * kj[e];
+						rd[(b * T + j) * row + ko(np, ng, hd, g) + e] += ds * qi[e];
+					}
+				}
+			}
+		}
+	snprintf(what, sizeof(what), "attention fwd B%d T%d heads %d/%d hd %d", B, T, np, ng, hd);
+	CHECK(y.h, ry, N * q, dt, what);
+	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d", B, T, np, ng, hd);
+	CHECK(dqkv.h, rd, N * row, dt == MT_F32 ? MT_F32 : MT_BF16, what);
+	cudaFree(scr);
+	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&dqkv);
+	free(ry), free(rd), free(p);
+}
+
+static void test_rope_embed_classifier(enum mt_dtype dt)
+{
+	int np = 4, ng = 2, hd = 16, T = 9, B = 2, V = 37, h = 24;
+	int64_t N = (int64_t)B * T, row = (np + 2 * ng) * hd;
+	struct buf qkv = mk(dt, N * row, 1), lg = mk(dt, N * V, 4), loss = out(MT_F32, N);
+	struct buf wte = mk(dt, (int64_t)V * h, 1), wpe = mk(dt, (int64_t)T * h, 1), x = out(dt, N * h);
+	struct buf dx = mk(dt, N * h, 1), gwte = mk(MT_F32, (int64_t)V * h, 1), gwpe = mk(MT_F32, (int64_t)T * h, 1);
+	float *cs = malloc((size_t)(T * hd) * 4), *dcs, *orig = malloc((size_t)(N * row) * 4);
+	double *r = malloc((size_t)(N * (row > V ? row : V) + V * h) * 8);
+	int32_t tok[18], tgt[18], *dtok, *dtgt, u[18], st[19], pos[18];
+	int nu = 0;
+
+	memcpy(orig, qkv.h, (size_t)(N * row) * 4);
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < hd / 2; i++) {
+			double a = t * pow(10000.0, -2.0 * i / hd);
+			cs[(t * hd / 2 + i) * 2] = (float)cos(a), cs[(t * hd / 2 + i) * 2 + 1] = (float)sin(a);
+		}
+	cudaMalloc((void **)&dcs, (size_t)(T * hd) * 4);
+	cudaMemcpy(dcs, cs, (size_t)(T * hd) * 4, cudaMemcpyHostToDevice);
+	ok(!mt_rope(dt, qkv.d, dcs, N, T, np, ng, hd, 0), "rope runs");
+	fetch(&qkv);
+	for (int64_t k = 0; k < N * row; k++)
+		r[k] = orig[k];
+	for (int64_t n = 0; n < N; n++)
+		for (int hh = 0; hh < np + ng; hh++) {
+			int64_t off = n * row + (hh < np ? qo(np, ng, hd, hh) : ko(np, ng, hd, hh - np));
+			for (int i = 0; i < hd / 2; i++) {
+				double a = (n % T) * pow(10000.0, -2.0 * i / hd), x1 = orig[off + i], x2 = orig[off + i + hd / 2];
+				r[off + i] = x1 * cos(a) - x2 * sin(a);
+				r[off + i + hd / 2] = x2 * cos(a) + x1 * sin(a);
+			}
+		}
+	CHECK(qkv.h, r, N * row, dt, "rope (query and key heads rotated, values untouched)");
+	ok(!mt_rope(dt, qkv.d, dcs, N, T, np, ng, hd, 1), "rope inverse runs");
+	fetch(&qkv);
+	for (int64_t k = 0; k < N * row; k++)
+		r[k] = orig[k];
+	CHECK(qkv.h, r, N * row, dt, "rope then inverse rope gives the input back");
+
+	for (int n = 0; n < N; n++) {
+		tok[n] = (int32_t)((n * 7) % 5 + (n % 3) * 11); /* repeats, as text has */
+		tgt[n] = n % 5 == 4 ? -1 : (int32_t)((n * 13) % V);
+	}
+	cudaMalloc((void **)&dtok, sizeof(tok));
+	cudaMalloc((void **)&dtgt, sizeof(tgt));
+	cudaMemcpy(dtok, tok, sizeof(tok), cudaMemcpyHostToDevice);
+	cudaMemcpy(dtgt, tgt, sizeof(tgt), cudaMemcpyHostToDevice);
+	ok(!mt_embed_fwd(dt, x.d, dtok, wte.d, wpe.d, N, T, h), "embed fwd runs");
+	fetch(&x);
+	for (int64_t n = 0; n < N; n++)
+		for (int i = 0; i < h; i++)
+			r[n * h + i] = (double)wte.h[tok[n] * h + i] + wpe.h[(n % T) * h + i];
+	CHECK(x.h, r, N * h, dt, "embed fwd");
+	/* group positions by token, as the backend does */
+	st[0] = 0;
+	for (int v = 0; v < V; v++) {
+		int k = st[nu];
+		for (int n = 0; n < N; n++)
+			if (tok[n] == v)
+				pos[k++] = n;
+		if (k > st[nu])
+			u[nu] = v, st[++nu] = k;
+	}
+	{
+		int32_t *du, *dst, *dpos;
+		cudaMalloc((void **)&du, sizeof(u)), cudaMalloc((void **)&dst, sizeof(st)), cudaMalloc((void **)&dpos, sizeof(pos));
+		cudaMemcpy(du, u, sizeof(u), cudaMemcpyHostToDevice);
+		cudaMemcpy(dst, st, sizeof(st), cudaMemcpyHostToDevice);
+		cudaMemcpy(dpos, pos, sizeof(pos), cudaMemcpyHostToDevice);
+		for (int64_t k = 0; k < V * h; k++)
+			r[k] = gwte.h[k];
+		for (int64_t k = 0; k < T * h; k++)
+			r[V * h + k] = gwpe.h[k];
+		for (int64_t n = 0; n < N; n++)
+			for (int i = 0; i < h; i++) {
+				r[tok[n] * h + i] += dx.h[n * h + i];
+				r[V * h + (n % T) * h + i] += dx.h[n * h + i];
+			}
+		ok(!mt_embed_bwd(dt, gwte.d, gwpe.d, dx.d, du, dst, dpos, nu, N, T, h), "embed bwd runs");
+		fetch(&gwte), fetch(&gwpe);
+		CHECK(gwte.h, r, (int64_t)V * h, MT_F32, "embed bwd token rows (no atomics)");
+		CHECK(gwpe.h, r + V * h, (int64_t)T * h, MT_F32, "embed bwd positions");
+		cudaFree(du), cudaFree(dst), cudaFree(dpos);
+	}
+	/* classifier: loss and gradient (scaled by 1/count) in place */
+	{
+		double rl[18];
+		int count = 0;
+		for (int n = 0; n < N; n++)
+			count += tgt[n] >= 0;
+		for (int n = 0; n < N; n++) {
+			double mx = -1e300, s = 0;
+			for (int v = 0; v < V; v++)
+				mx = fmax(mx, lg.h[n * V + v]);
+			for (int v = 0; v < V; v++)
+				s += exp(lg.h[n * V + v] - mx);
+			rl[n] = tgt[n] < 0 ? 0 : log(s) + mx - lg.h[n * V + tgt[n]];
+			for (int v = 0; v < V; v++)
+				r[n * V + v] = tgt[n] < 0 ? 0 : (exp(lg.h[n * V + v] - mx) / s - (v == tgt[n])) / count;
+		}
+		ok(!mt_classifier(dt, lg.d, loss.d, dtgt, N, V, 1, 1.0f / (float)count), "classifier runs");
+		fetch(&lg), fetch(&loss);
+		CHECK(loss.h, rl, N, dt, "classifier loss (masked rows 0)");
+		CHECK(lg.h, r, N * V, dt, "classifier gradient in place");
+	}
+	cudaFree(dcs), cudaFree(dtok), cudaFree(dtgt);
+	drop(&qkv), drop(&lg), drop(&loss), drop(&wte), drop(&wpe), drop(&x), drop(&dx), drop(&gwte), drop(&gwpe);
+	free(cs), free(orig), free(r);
+}
+
+/* AdamW: bit for bit against lib/optim.c; the sum of squares against mt_grad_sumsq */
+static void test_adamw(void)
+{
+	int64_t n = 200003;
+	struct buf w = mk(MT_F32, n, 1), g = mk(MT_F32, n, 0.01), m = mk(MT_F32, n, 0.001), v = mk(MT_F32, n, 0.0001);
+	struct mt_chunk ch[4];
+	struct mt_adamw o;
+	struct mt_adamw_coef c;
+	struct mt_adamw_scalars k;
+	struct buf wc = out(MT_BF16, n);
+	void *dch;
+	double *part, *sq, got, want = 0;
+	int64_t bad = 0, nch = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		v.h[i] = fabsf(v.h[i]);
+	cudaMemcpy(v.d, v.h, (size_t)n * 4, cudaMemcpyHostToDevice);
+	for (int64_t s = 0; s < n; s += MT_ADAMW_CHUNK, nch++)
+		ch[nch] = (struct mt_chunk){ s, (int32_t)(n - s < MT_ADAMW_CHUNK ? n - s : MT_ADAMW_CHUNK), (int32_t)(nch % 2) };
+	cudaMalloc(&dch, sizeof(ch));
+	cudaMemcpy(dch, ch, sizeof(ch), cudaMemcpyHostToDevice);
+	mt_adamw_init(&o);
+	o.weight_decay = 0.1;
+	mt_adamw_coef(&o, 3e-3, 7, &c);
+	k = (struct mt_adamw_scalars){ c.decay, c.lerp_w, c.beta2, c.one_minus_beta2, c.bc2_sqrt, c.eps, c.neg_step_size };
+	ok(!mt_adamw_apply(dch, nch, &k, 0.75f, w.d, g.d, m.d, v.d, MT_BF16, wc.d), "adamw runs");
+	for (int64_t i = 0; i < n; i++)
+		g.h[i] *= 0.75f;
+	for (int64_t j = 0; j < nch; j++)
+		mt_adamw_update(&c, ch[j].decay, w.h + ch[j].start, g.h + ch[j].start, m.h + ch[j].start, v.h + ch[j].start,
+				ch[j].len);
+	{
+		float *gw = malloc((size_t)n * 4), *gm = malloc((size_t)n * 4), *gv = malloc((size_t)n * 4);
+		cudaMemcpy(gw, w.d, (size_t)n * 4, cudaMemcpyDeviceToHost);
+		cudaMemcpy(gm, m.d, (size_t)n * 4, cudaMemcpyDeviceToHost);
+		cudaMemcpy(gv, v.d, (size_t)n * 4, cudaMemcpyDeviceToHost);
+		for (int64_t i = 0; i < n; i++)
+			bad += memcmp(&gw[i], &w.h[i], 4) || memcmp(&gm[i], &m.h[i], 4) || memcmp(&gv[i], &v.h[i], 4);
+		ok(bad == 0, "adamw: weights and moments equal lib/optim.c's bit for bit (%lld of %lld differ)",
+		   (long long)bad, (long long)n);
+		fetch(&wc);
+		bad = 0;
+		for (int64_t i = 0; i < n; i++)
+			bad += wc.h[i] != bf2f(f2bf(gw[i]));
+		ok(bad == 0, "adamw: the bf16 copy is the rounded master weight (%lld differ)", (long long)bad);
+		free(gw), free(gm), free(gv);
+	}
+	cudaMalloc((void **)&part, (size_t)nch * 8);
+	cudaMalloc((void **)&sq, 8);
+	ok(!mt_grad_sumsq_dev(dch, nch, g.d, 2.0f, part, sq), "sumsq runs");
+	cudaMemcpy(&got, sq, 8, cudaMemcpyDeviceToHost);
+	for (int64_t i = 0; i < n; i++) {
+		float x = (g.h[i] / 0.75f) * 2.0f; /* the device g was unscaled; sumsq scales it by 2 */
+		want += (double)x * x;
+	}
+	ok(fabs(got - want) / want < 1e-6, "sumsq (scaled in place): %.12g against %.12g", got, want);
+	cudaFree(dch), cudaFree(part), cudaFree(sq);
+	drop(&w), drop(&g), drop(&m), drop(&v), drop(&wc);
+}
+
+/* ---- the whole model: CUDA backend against the CPU backend ---- */
+
+/* heads of 16 channels by default; model_hd64 = 1 gives 2 heads of 64 (the tensor-core
+ * attention path in bf16) */
+static int model_hd64;
+
+static void model_config(struct mt_config *c, int llama)
+{
+	memset(c, 0, sizeof(*c));
+	c->num_layers = 2;
+	c->hidden_size = model_hd64 ? 128 : 64;
+	c->num_attention_heads = model_hd64 ? 2 : 4;
+	c->num_query_groups = llama ? (model_hd64 ? 1 : 2) : c->num_attention_heads;
+	c->ffn_hidden_size = llama ? 160 : 256;
+	c->seq_length = model_hd64 ? 100 : 48;
+	c->vocab_size = 300;
+	c->make_vocab_size_divisible_by = 128;
+	c->add_bias_linear = !llama;
+	c->position_embedding_type = llama ? MT_POS_ROPE : MT_POS_LEARNED;
+	c->normalization = llama ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
+	c->swiglu = llama;
+	c->untie_embeddings_and_output_weights = llama;
+	c->init_method_std = 0.05;
+	mt_config_defaults(c);
+}
+
+struct run {
+	double loss[4];
+	float *g, *w;
+};
+
+/* loss and gradient of the batch, then 3 AdamW steps (losses after each) */
+static int model_run(const struct mt_backend_ops *ops, enum mt_precision prec, int full, const struct mt_config *c,
+		     const struct mt_params *t, const float *w0, const int32_t *tok, const int32_t *tgt, int B,
+		     struct run *r)
+{
+	struct mt_backend b = { 0 };
+	struct mt_err e = { 0 };
+	struct mt_adamw o;
+	double norm;
+	int nf;
+
+	b.ops = ops;
+	b.opt.precision = prec;
+	b.opt.recompute_full = full;
+	b.opt.quiet = 1;
+	r->g = malloc((size_t)t->total * 4);
+	r->w = malloc((size_t)t->total * 4);
+	if (ops->init(&b, c, t, B, &e) || ops->load_state(&b, w0, NULL, NULL, &e)) {
+		printf("# %s: %s\n", ops->name, e.msg);
+		ops->free(&b);
+		return -1;
+	}
+	mt_adamw_init(&o);
+	o.weight_decay = 0.1;
+	for (int s = 0; s < 4; s++) {
+		ops->zero_grad(&b);
+		r->loss[s] = ops->step_micro(&b, tok, tgt, 1);
+		ops->grad_prepare(&b, 1.0f, 0, &norm, &nf);
+		if (s == 0)
+			ops->get_grad(&b, r->g, &e);
+		if (s < 3)
+			ops->adamw_step(&b, &o, 1e-3);
+	}
+	ops->save_state(&b, r->w, NULL, NULL, &e);
+	ops->free(&b);
+	return 0;
+}
+
+static void test_model(int llama, enum mt_precision prec, int full)
+{
+	struct mt_config c;
+	struct mt_params t;
+	struct mt_err e = { 0 };
+	const char *name = llama ? "llama" : "gpt2";
+	const char *pn = prec == MT_PREC_FP32 ? "fp32" : "bf16";
+	int B = 3;
+	int64_t N;
+	int32_t *tok, *tgt;
+	float *w0;
+	struct run cpu, gpu, again;
+	if (model_hd64)
+		B = 2;
+	double lt = prec == MT_PREC_FP32 ? 1e-5 : 2e-3, gt = prec == MT_PREC_FP32 ? 1e-4 : 5e-2, worst = 0, wworst = 0;
+	const char *worst_name = "";
+
+	model_config(&c, llama);
+	if (mt_config_validate(&c, &e) || mt_params_build(&t, &c, &e)) {
+		ok(0, "model set up: %s", e.msg);
+		return;
+	}
+	N = (int64_t)B * c.seq_length;
+	tok = malloc((size_t)N * 4), tgt = malloc((size_t)N * 4), w0 = malloc((size_t)t.total * 4);
+	for (int64_t n = 0; n < N; n++) {
+		tok[n] = (int32_t)((urand() + 1) * 0.5 * (double)c.vocab_size) % (int32_t)c.vocab_size;
+		tgt[n] = n % 11 == 5 ? -1 : (int32_t)((urand() + 1) * 0.5 * (double)c.vocab_size) % (int32_t)c.vocab_size;
+	}
+	mt_params_init(&t, w0, 7);
+	for (int64_t k = 0; k < t.total; k++) /* norm weights and biases away from 1 and 0 */
+		w0[k] += (float)(0.02 * sin((double)k));
+	if (model_run(&mt_backend_cpu, MT_PREC_FP32, 0, &c, &t, w0, tok, tgt, B, &cpu) ||
+	    model_run(&mt_backend_cuda, prec, full, &c, &t, w0, tok, tgt, B, &gpu) ||
+	    model_run(&mt_backend_cuda, prec, full, &c, &t, w0, tok, tgt, B, &again)) {
+		ok(0, "%s %s: backends run", name, pn);
+		return;
+	}
+	ok(fabs(gpu.loss[0] - cpu.loss[0]) / cpu.loss[0] < lt, "%s%s %s%s: loss %.7f against the CPU's %.7f (rel limit %.0e)",
+	   name, model_hd64 ? " hd64" : "", pn, full ? " full recompute" : "", gpu.loss[0], cpu.loss[0], lt);
+	for (int i = 0; i < t.n; i++) {
+		const struct mt_param *p = &t.p[i];
+		double md = 0, mr = 0;
+		for (int64_t k = 0; k < p->numel; k++) {
+			double d = fabs((double)gpu.g[p->offset + k] - cpu.g[p->offset + k]);
+			md = isnan(d) ? INFINITY : fmax(md, d);
+			mr = fmax(mr, fabs(cpu.g[p->offset + k]));
+		}
+		if (mr > 0 && md / mr > worst)
+			worst = md / mr, worst_name = p->name;
+	}
+	ok(worst < gt, "%s %s: every gradient within %.0e of the CPU's (worst %.3g, %s)", name, pn, gt, worst, worst_name);
+	for (int s = 1; s < 4; s++)
+		if (fabs(gpu.loss[s] - cpu.loss[s]) / cpu.loss[s] > wworst)
+			wworst = fabs(gpu.loss[s] - cpu.loss[s]) / cpu.loss[s];
+	ok(wworst < lt * 3, "%s %s: losses after 1-3 AdamW steps track the CPU's (worst rel %.3g; %.6f %.6f %.6f)", name,
+	   pn, wworst, gpu.loss[1], gpu.loss[2], gpu.loss[3]);
+	ok(!memcmp(gpu.loss, again.loss, sizeof(gpu.loss)) && !memcmp(gpu.g, again.g, (size_t)t.total * 4) &&
+	   !memcmp(gpu.w, again.w, (size_t)t.total * 4),
+	   "%s %s: two runs are bit-identical (losses, gradients, weights)", name, pn);
+	free(cpu.g), free(cpu.w), free(gpu.g), free(gpu.w), free(again.g), free(again.w);
+	free(tok), free(tgt), free(w0);
+	mt_params_free(&t);
+}
+
+int main(void)
+{
+	int n = 0;
+	void *ws;
+	struct mt_lt *lt;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		tap_skip("no CUDA device", "CUDA kernels and backend");
+		return tap_done();
+	}
+	cudaMalloc(&ws, 32u << 20);
+	if (mt_lt_create(&lt, ws, 32u << 20)) {
+		ok(0, "cuBLASLt: %s", mt_cuda_error());
+		return tap_done();
+	}
+	for (int d = 0; d < 2; d++) {
+		enum mt_dtype dt = d ? MT_BF16 : MT_F32;
+		test_matmul(dt, lt);
+		test_norm(dt, 0, 200); /* 16-byte loads */
+		test_norm(dt, 1, 200);
+		test_norm(dt, 0, 203); /* element loads */
+		test_norm(dt, 1, 203);
+		test_act(dt);
+		test_rope_embed_classifier(dt);
+		test_attention(dt, 2, 70, 4, 4, 16);
+		test_attention(dt, 1, 130, 4, 2, 64);
+		test_attention(dt, 1, 40, 2, 1, 128);
+		test_attention(dt, 2, 300, 6, 2, 64);
+	}
+	test_adamw();
+	mt_lt_destroy(lt);
+	cudaFree(ws);
+	test_model(0, MT_PREC_FP32, 0);
+	test_model(1, MT_PREC_FP32, 0);
+	test_model(1, MT_PREC_FP32, 1);
+	test_model(0, MT_PREC_BF16, 0);
+	test_model(1, MT_PREC_BF16, 0);
+	model_hd64 = 1;
+	test_model(0, MT_PREC_BF16, 0);
+	test_model(1, MT_PREC_BF16, 0);
+	test_model(1, MT_PREC_FP32, 0);
+	return tap_done();
+}
+
+#else
+
+int main(void)
+{
+	tap_skip("built without CUDA", "CUDA kernels and backend");
+	return tap_done();
+}
+
+#endif
