@@ -37,6 +37,10 @@ struct mt_backend_ops {
 	void (*grad_prepare)(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite);
 	void (*adamw_step)(struct mt_backend *b, struct mt_adamw *o, double lr);
 	size_t (*bytes)(const struct mt_backend *b); /* memory held, for the start-up report */
+	/* the flat weights and gradient in host memory, for data parallelism over MPI
+	 * (dp.h); NULL from a backend that keeps them on a device and moves them itself */
+	float *(*host_weights)(struct mt_backend *b);
+	float *(*host_grads)(struct mt_backend *b);
 };
 
 struct mt_backend {

@@ -129,6 +129,16 @@ static size_t cpu_bytes(const struct mt_backend *b)
 	return (size_t)s->t->total * 16 + s->acts.bytes;
 }
 
+static float *cpu_host_weights(struct mt_backend *b)
+{
+	return ((struct cpu *)b->state)->w;
+}
+
+static float *cpu_host_grads(struct mt_backend *b)
+{
+	return ((struct cpu *)b->state)->g;
+}
+
 const struct mt_backend_ops mt_backend_cpu = {
 	.name = "cpu",
 	.init = cpu_init,
@@ -140,4 +150,6 @@ const struct mt_backend_ops mt_backend_cpu = {
 	.grad_prepare = cpu_grad_prepare,
 	.adamw_step = cpu_adamw_step,
 	.bytes = cpu_bytes,
+	.host_weights = cpu_host_weights,
+	.host_grads = cpu_host_grads,
 };

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "dataplan.h"
+#include "dist.h"
 #include "err.h"
 #include "optim.h"
 #include "lrsched.h"
@@ -36,6 +37,13 @@ struct mt_train_args {
 	const struct mt_plan_args *data; /* NULL with mock data */
 	const char *train_args_json;    /* stored in checkpoints */
 	int quiet;
+	/* data parallelism (NULL: one process): rank r of D reads samples [r*m, (r+1)*m) of
+	 * every m*D of the global batch, as Megatron's sampler does; only rank 0 logs and
+	 * saves. Gradients are summed in the global micro-batch order (dp.h). */
+	struct mt_dist *dist;
+	int distributed_optimizer;      /* ZeRO-1: each rank keeps the AdamW state of its shard */
+	int hang_rank;                  /* test hook: this rank (>= 0) stops answering ... */
+	int64_t hang_step;              /* ... at the end of this iteration */
 };
 
 /* Set by the tool's signal handler: save at the next step boundary and stop. */
