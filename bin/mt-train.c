@@ -366,6 +366,8 @@ int main(int argc, char **argv)
 		if (world % (tp * pp))
 			mt_die(MT_EXIT_USAGE, "world size %lld is not a multiple of tensor x pipeline parallel size %lld x %lld",
 			       world, tp, pp);
+		/* Megatron pads the vocabulary to a multiple of divisible-by x tensor-parallel size */
+		a.cfg.padded_vocab_size = mt_config_padded_vocab(a.cfg.vocab_size, a.cfg.make_vocab_size_divisible_by, (int)tp);
 		memset(&ea, 0, sizeof(ea));
 		ea.cfg = &a.cfg;
 		ea.world = (int)world;
@@ -435,7 +437,7 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	if (mt_train_run(&a, &r, &e))
 		fail(&dist, &e);
-	if (!o.quiet)
+	if (!a.quiet)
 		mt_info("done: %lld iterations, last loss %.6f%s", (long long)r.iteration, r.last_loss,
 			r.stopped_by_signal ? " (stopped by a signal after saving)" : "");
 	if (!a.mock_data)

@@ -85,6 +85,13 @@ int mt_dp_accumulate(struct mt_dp *p, const float *g, int64_t step, struct mt_er
 			p->acc[i] = p->acc[i] + g[i];
 		return 0;
 	}
+	/* a heartbeat first: a rank that died or hangs in its backward pass is named by rank 0
+	 * (one small message per rank and micro-batch, against a whole gradient) */
+	{
+		int x;
+		if (mt_dist_agree(p->d, step, 0, &x, err))
+			return -1;
+	}
 	if (mt_dist_alltoallv_f32(p->d, g, p->cnt, p->dsp, p->recv, len, "the gradient exchange", step, err))
 		return -1;
 	/* rank order is the global micro-batch order */
