@@ -169,6 +169,7 @@ install: $(BINS)
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	cp -R share/. $(DESTDIR)$(PREFIX)/share/mt/
 	cp -R templates $(DESTDIR)$(PREFIX)/share/mt/
+	cp -R slurm $(DESTDIR)$(PREFIX)/share/mt/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/mt/
 
 uninstall:

@@ -24,6 +24,7 @@ PACKAGES=(
   python3-torch        # independent PyTorch reference of the GPT model (tests/reference/torch_gpt.py)
   python3-h5py         # that reference reads mt's HDF5 checkpoints
   clang libclang-rt-14-dev   # libFuzzer for the dataset reader's fuzz test
+  munge slurmctld slurmd slurm-client   # a real one-node Slurm for the template tests (tests/slurm/)
 )
 # Needed as commands rather than as particular packages: a node from another
 # source (NodeSource ships npm inside nodejs) is fine. command:package
