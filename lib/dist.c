@@ -162,8 +162,11 @@ void mt_dist_finalize(struct mt_dist *d)
 void mt_dist_abort(struct mt_dist *d, int code)
 {
 	if (d->active && d->world > 1) {
+		struct timespec ts = { 1, 0 };
 		fflush(stdout);
 		fflush(stderr);
+		/* let the launcher forward the message before it tears the job down */
+		nanosleep(&ts, NULL);
 		MPI_Abort(MPI_COMM_WORLD, code);
 	}
 }

@@ -299,8 +299,17 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		/* rank 0 writes the index caches; the others read them after it */
 		if (tr.d->rank == 0 && mt_plan_make(a->data, MT_PLAN_WRITE | MT_PLAN_KEEP, &tr.plan, err))
 			goto out;
-		if (mt_dist_barrier(tr.d, "the data plan", 0, err))
-			goto out;
+		/* building a large blend's indices can take minutes: at least an hour here */
+		{
+			double t = tr.d->timeout;
+			int bad;
+			if (t > 0 && t < 3600)
+				tr.d->timeout = 3600;
+			bad = mt_dist_barrier(tr.d, "waiting for rank 0's data plan", 0, err);
+			tr.d->timeout = t;
+			if (bad)
+				goto out;
+		}
 		if (tr.d->rank != 0 && mt_plan_make(a->data, MT_PLAN_KEEP, &tr.plan, err))
 			goto out;
 		tr.have_plan = 1;

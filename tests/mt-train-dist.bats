@@ -103,7 +103,7 @@ rank_pid() {
 	M=("${TINY[@]}" --micro-batch-size 2 --global-batch-size 4 --train-iters 20 -q --distributed-timeout-seconds 3)
 	SECONDS=0
 	MT_TEST_HANG_RANK=1 MT_TEST_HANG_STEP=3 run ! --separate-stderr timeout 60 mpiexec -n 2 mt-train "${M[@]}"
-	echo "$stderr"
+	echo "status $status after $SECONDS s; stdout: $output; stderr: $stderr"
 	[ "$SECONDS" -lt 30 ]
 	[[ $stderr == *"mt-train: error: rank 1 did not reach step 3 within 3 s"* ]]
 	# rank 0 hanging: another rank names it, after twice the timeout
