@@ -153,6 +153,17 @@ sys.stdout.write("\0".join(out))'
 	[ -z "$output" ]
 }
 
+@test "srun --mpi=none (each task a world of one) is refused instead of training two copies" {
+	run ! --separate-stderr timeout 60 srun -n 2 --cpus-per-task=1 --mpi=none --chdir="$T" mt-train \
+		--config "$MT_ROOT/share/configs/tiny.conf" --mock-data --vocab-size 64 --micro-batch-size 2 --train-iters 2
+	echo "$stderr"
+	[[ $stderr == *"srun started 2 tasks but MPI sees each as a world of one: launch with srun --mpi=pmi2"* ]]
+	run -0 --separate-stderr timeout 60 srun -n 2 --cpus-per-task=1 --mpi=pmi2 --chdir="$T" mt-train \
+		--config "$MT_ROOT/share/configs/tiny.conf" --mock-data --vocab-size 64 --micro-batch-size 2 --train-iters 2 \
+		--global-batch-size 4
+	[[ $stderr == *"2 ranks: data-parallel 2"* ]]
+}
+
 @test "gpt-175b.sbatch: its dry run validates 1024 ranks without a GPU" {
 	run -0 --separate-stderr env MT_DRY_RUN=1 MT_BIN="$MT_ROOT/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
 		bash "$MT_ROOT/templates/gpt-175b.sbatch"
