@@ -119,6 +119,7 @@ $(BUILD)/lib/version.o: ALL_CFLAGS += -DMT_VERSION='"$(VERSION_NOW)"'
 $(BUILD)/lib/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
 bin/mt-train: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/test_dist: LINK_LIBS += $(MPI_LIBS)
+$(BUILD)/tests/dist-check: LINK_LIBS += $(MPI_LIBS)
 
 $(BUILD)/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)

@@ -93,6 +93,14 @@ int mt_dist_gatherv_f32(struct mt_dist *d, float *buf, const int64_t *counts, co
 int mt_dist_allreduce_f64(struct mt_dist *d, double *buf, int64_t n, int max, const char *what, int64_t step,
 			  struct mt_err *err) { return 0; }
 int mt_dist_bcast(struct mt_dist *d, void *buf, int64_t n, int root, const char *what, struct mt_err *err) { return 0; }
+int mt_dist_allreduce_f32(struct mt_dist *d, float *buf, int64_t n, const char *what, int64_t step,
+			  struct mt_err *err) { return 0; }
+int mt_dist_reduce_scatter_f32(struct mt_dist *d, const float *send, const int64_t *counts, float *recv,
+			       const char *what, int64_t step, struct mt_err *err)
+{
+	memcpy(recv, send, (size_t)counts[0] * sizeof(float));
+	return 0;
+}
 
 #else
 
@@ -393,6 +401,39 @@ int mt_dist_allreduce_f64(struct mt_dist *d, double *buf, int64_t n, int max, co
 	if (n > INT_MAX)
 		return mt_err_set(err, MT_EXIT_USAGE, "%lld elements are too many for one MPI call", (long long)n);
 	MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, max ? MPI_MAX : MPI_SUM, COMM(d), &r);
+	return wait_all(d, 1, &r, d->timeout, what, step, err);
+}
+
+int mt_dist_allreduce_f32(struct mt_dist *d, float *buf, int64_t n, const char *what, int64_t step,
+			  struct mt_err *err)
+{
+	MPI_Request r;
+
+	if (d->world == 1)
+		return 0;
+	if (n > INT_MAX)
+		return mt_err_set(err, MT_EXIT_USAGE, "%lld elements are too many for one MPI call", (long long)n);
+	MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r);
+	return wait_all(d, 1, &r, d->timeout, what, step, err);
+}
+
+int mt_dist_reduce_scatter_f32(struct mt_dist *d, const float *send, const int64_t *counts, float *recv,
+			       const char *what, int64_t step, struct mt_err *err)
+{
+	struct impl *im = d->impl;
+	MPI_Request r;
+
+	if (d->world == 1) {
+		memcpy(recv, send, (size_t)counts[0] * sizeof(float));
+		return 0;
+	}
+	for (int q = 0; q < d->world; q++) {
+		if (counts[q] > INT_MAX)
+			return mt_err_set(err, MT_EXIT_USAGE, "a shard of %lld elements is too large for MPI's int counts",
+					  (long long)counts[q]);
+		im->cnt[q] = (int)counts[q];
+	}
+	MPI_Ireduce_scatter(send, recv, im->cnt, MPI_FLOAT, MPI_SUM, COMM(d), &r);
 	return wait_all(d, 1, &r, d->timeout, what, step, err);
 }
 

@@ -7,7 +7,10 @@
  * plain `mt-train ...` behaves as it always did. The collectives here move host float and
  * double buffers over MPI (the CPU backend's transport); a GPU backend moves gradients
  * with NCCL over a communicator it makes from mt_dist_bcast'ed ids, and keeps using this
- * module for the rank layout, agreement and failure handling.
+ * module for the rank layout, agreement and failure handling: it sends the NCCL unique id
+ * with mt_dist_bcast, polls its own operations against d->timeout (ncclCommGetAsyncError,
+ * then ncclCommAbort) and reports through mt_dist_agree and mt_dist_abort like the CPU
+ * path.
  *
  * Every wait polls a nonblocking operation against a deadline (--distributed-timeout-
  * minutes): a rank that died or hangs makes the others fail with a message naming the
@@ -66,6 +69,14 @@ int mt_dist_allgatherv_f64(struct mt_dist *d, double *buf, const int64_t *counts
 /* To rank 0 only (checkpoints): rank r's part of buf (in place on rank 0). */
 int mt_dist_gatherv_f32(struct mt_dist *d, float *buf, const int64_t *counts, const int64_t *displs,
 			const char *what, int64_t step, struct mt_err *err);
+/* Sums of float buffers in the library's own order (fast, not bit-reproducible across
+ * world sizes): every rank gets the whole sum (allreduce, in place), or rank r gets the
+ * sum of its part [displs[r], + counts[r]) into recv (reduce-scatter). NCCL's
+ * ncclAllReduce and ncclReduceScatter are the GPU counterparts. */
+int mt_dist_allreduce_f32(struct mt_dist *d, float *buf, int64_t n, const char *what, int64_t step,
+			  struct mt_err *err);
+int mt_dist_reduce_scatter_f32(struct mt_dist *d, const float *send, const int64_t *counts, float *recv,
+			       const char *what, int64_t step, struct mt_err *err);
 /* Element-wise sum or maximum over ranks (order implementation-defined: not for results
  * that must be bit-exact). */
 int mt_dist_allreduce_f64(struct mt_dist *d, double *buf, int64_t n, int max, const char *what, int64_t step,

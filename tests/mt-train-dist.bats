@@ -39,6 +39,15 @@ rank_pid() {
 	done | head -1
 }
 
+@test "dist.h's collectives on 1, 2 and 3 ranks give the known results" {
+	for n in 1 2 3; do
+		run -0 mpiexec -n $n dist-check
+		echo "$output"
+		[ "$(grep -c '^ok ' <<<"$output")" -eq 8 ]
+		! grep -q '^not ok' <<<"$output"
+	done
+}
+
 @test "DP=2 and DP=4 give DP=1's losses, gradient norms, validation and weights bit for bit" {
 	M=("${TINY[@]}" --micro-batch-size 2 --global-batch-size 8 --train-iters 6 --eval-interval 3 --eval-iters 2 -q)
 	mt-train "${M[@]}" --save A --log-json A.jsonl
