@@ -38,6 +38,7 @@ enum {
 	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
 	O_DEVICE, O_TP, O_PP,
 	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP, O_BF16, O_FP16,
+	O_WARMUP_SAMPLES, O_DECAY_SAMPLES,
 };
 
 static const struct mt_option opts[] = {
@@ -96,6 +97,8 @@ static const struct mt_option opts[] = {
 	{ "world-size", 0, MT_ARG_REQUIRED, O_WORLD, "N", "ranks for --dry-run (default: the launcher's)" },
 	{ "gpus-per-node", 0, MT_ARG_REQUIRED, O_GPUS_PER_NODE, "N", "for --dry-run's node count (default 8)" },
 	{ "rampup-batch-size", 0, MT_ARG_LIST, O_RAMPUP, "START INCR SAMPLES", "grow the global batch from START by INCR over SAMPLES samples" },
+	{ "lr-warmup-samples", 0, MT_ARG_REQUIRED, O_WARMUP_SAMPLES, "N", "warmup in samples (sample-based schedule)" },
+	{ "lr-decay-samples", 0, MT_ARG_REQUIRED, O_DECAY_SAMPLES, "N", "decay in samples (default: --train-samples)" },
 	{ "bf16", 0, MT_ARG_NONE, O_BF16, NULL, "bfloat16 training (GPU backend; --dry-run counts with it)" },
 	{ "fp16", 0, MT_ARG_NONE, O_FP16, NULL, "float16 training (GPU backend; --dry-run counts with it)" },
 	MT_DATA_OPTIONS,
@@ -323,6 +326,8 @@ int main(int argc, char **argv)
 					mt_die_usage(&o, "--rampup-batch-size: '%s' is not a positive integer", o.list[i]);
 			}
 			break;
+		case O_WARMUP_SAMPLES: a.lr_warmup_samples = num(&o, 0); break;
+		case O_DECAY_SAMPLES: a.lr_decay_samples = num(&o, 1); break;
 		case O_BF16: half = 'b'; break;
 		case O_FP16: half = 'f'; break;
 		}
@@ -393,8 +398,13 @@ int main(int argc, char **argv)
 		mt_die(MT_EXIT_USAGE, "--device %s: only cpu in this version (the CUDA backend is coming)", device);
 	if (half)
 		mt_die(MT_EXIT_USAGE, "--%s needs the CUDA backend (--device cuda)", half == 'b' ? "bf16" : "fp16");
-	if (rampup[0])
-		mt_die(MT_EXIT_USAGE, "--rampup-batch-size is accepted by --dry-run only in this version");
+	if (rampup[0] && (rampup[0] > a.global_batch_size || (a.global_batch_size - rampup[0]) % rampup[1]))
+		mt_die(MT_EXIT_USAGE, "--rampup-batch-size %lld %lld %lld: the increment must divide --global-batch-size %lld - start",
+		       rampup[0], rampup[1], rampup[2], (long long)a.global_batch_size);
+	/* Megatron: a rampup and the *-samples schedule flags need sample-based training */
+	if ((rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) && (d.train_iters >= 0 || d.train_samples < 0))
+		mt_die(MT_EXIT_USAGE, "--rampup-batch-size, --lr-warmup-samples and --lr-decay-samples need --train-samples "
+		       "(not --train-iters)");
 	if (a.mock_data) {
 		if (d.train_samples < 0 && d.train_iters < 0)
 			mt_die_usage(&o, "--train-iters or --train-samples is required");
@@ -405,6 +415,14 @@ int main(int argc, char **argv)
 		mt_dataopts_finish(&d, &o);
 		a.data = &d.args;
 		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
+	}
+	if (rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) {
+		for (int i = 0; i < 3; i++)
+			a.rampup[i] = rampup[i];
+		a.train_samples = d.train_samples;
+		a.train_iters = mt_rampup_train_iters(a.rampup, a.global_batch_size, d.train_samples);
+		if (!a.lr_decay_samples)
+			a.lr_decay_samples = d.train_samples;
 	}
 	{
 		/* the flags, after --config expansion, so a checkpoint says how it was trained */

@@ -18,6 +18,21 @@ int64_t mt_rampup_batch(const int64_t rampup[3], int64_t gbs, int64_t consumed)
 	return b < gbs ? b : gbs;
 }
 
+int64_t mt_rampup_train_iters(const int64_t rampup[3], int64_t gbs, int64_t train_samples)
+{
+	int64_t it = 0, consumed = 0;
+
+	if (rampup[0] <= 0)
+		return train_samples / gbs;
+	while (consumed <= rampup[2] && consumed <= train_samples) {
+		consumed += mt_rampup_batch(rampup, gbs, consumed);
+		it++;
+	}
+	if (train_samples > consumed)
+		it += (train_samples - consumed) / gbs;
+	return it;
+}
+
 int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct mt_err *err)
 {
 	const struct mt_config *c = a->cfg;

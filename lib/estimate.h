@@ -44,6 +44,9 @@ struct mt_estimate {
 int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct mt_err *err);
 /* Megatron's rampup: the global batch size once `consumed` samples are done. */
 int64_t mt_rampup_batch(const int64_t rampup[3], int64_t global_batch_size, int64_t consumed);
+/* Megatron's iteration count for --train-samples with a rampup: the ramp's iterations at
+ * their growing batch sizes, then whole global batches (a partial last one dropped). */
+int64_t mt_rampup_train_iters(const int64_t rampup[3], int64_t global_batch_size, int64_t train_samples);
 /* The report --dry-run prints (stdout). */
 void mt_estimate_print(FILE *out, const struct mt_estimate_args *a, const struct mt_estimate *e);
 

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "ckpt.h"
 #include "dp.h"
+#include "estimate.h"
 #include "log.h"
 #include "params.h"
 #include "progress.h"
@@ -33,6 +34,12 @@ struct trainer {
 	int have_dp;
 	double *lbuf;                   /* per micro-batch losses of every rank, 2 per micro-batch */
 };
+
+/* The global batch of the next iteration (Megatron's rampup, else --global-batch-size). */
+static int64_t batch_now(const struct trainer *tr)
+{
+	return mt_rampup_batch(tr->a->rampup, tr->a->global_batch_size, tr->consumed_train);
+}
 
 /* Micro-batch k of this rank is micro-batch k * dp + r of the global batch; its first
  * sample (Megatron's MegatronPretrainingSampler). */
@@ -113,7 +120,7 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
 	double sum = 0;
-	int64_t n = 0, local = a->global_batch_size / (a->micro_batch_size * tr->d->dp);
+	int64_t gbs = batch_now(tr), n = 0, local = gbs / (a->micro_batch_size * tr->d->dp);
 
 	if (!a->mock_data && !tr->plan.split[MT_SPLIT_VALID].present)
 		return 1; /* nothing to evaluate on */
@@ -129,7 +136,7 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 			tr->lbuf[2 * k] = tr->b.ops->step_micro(&tr->b, tr->tok, tr->tgt, 0);
 			tr->lbuf[2 * k + 1] = (double)cnt;
 		}
-		tr->consumed_valid += a->global_batch_size;
+		tr->consumed_valid += gbs;
 		if (gather_losses(tr, local, 1.0, &s, &c, tr->iteration, err))
 			return -1;
 		sum += s;
@@ -255,7 +262,12 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		return mt_err_set(err, MT_EXIT_USAGE,
 				  "--global-batch-size %lld must be a multiple of --micro-batch-size %lld x %d data-parallel ranks",
 				  (long long)a->global_batch_size, (long long)a->micro_batch_size, tr.d->dp);
-	micro = a->global_batch_size / a->micro_batch_size;
+	if (a->rampup[0] > 0 && (a->rampup[0] % (a->micro_batch_size * tr.d->dp) || a->rampup[1] % (a->micro_batch_size * tr.d->dp)))
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--rampup-batch-size %lld %lld: start and increment must be multiples of --micro-batch-size %lld x %d "
+				  "data-parallel ranks", (long long)a->rampup[0], (long long)a->rampup[1],
+				  (long long)a->micro_batch_size, tr.d->dp);
+	micro = a->global_batch_size / a->micro_batch_size; /* the most: the rampup only grows to it */
 	local = micro / tr.d->dp;
 	if (mt_params_build(&tr.t, &a->cfg, err))
 		return -1;
@@ -295,6 +307,16 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.adam = a->adam;
 	if (mt_sched_init_iters(&tr.sched, &a->sched, err))
 		goto out;
+	if (a->lr_decay_samples > 0) {
+		/* Megatron's sample-based schedule: steps are samples, given as such */
+		tr.sched.lr_decay_steps = a->lr_decay_samples;
+		tr.sched.wd_incr_steps = a->train_samples;
+		tr.sched.lr_warmup_steps = a->sched.lr_warmup_fraction >= 0
+						   ? a->sched.lr_warmup_fraction * (double)a->lr_decay_samples
+						   : (double)a->lr_warmup_samples;
+		if (mt_sched_validate(&tr.sched, err))
+			goto out;
+	}
 	if (!a->mock_data) {
 		/* rank 0 writes the index caches; the others read them after it */
 		if (tr.d->rank == 0 && mt_plan_make(a->data, MT_PLAN_WRITE | MT_PLAN_KEEP, &tr.plan, err))
@@ -333,7 +355,10 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 
 		int nonfinite;
 
-		int64_t step = tr.iteration + 1, cnt;
+		int64_t step = tr.iteration + 1, cnt, gbs = batch_now(&tr);
+
+		micro = gbs / a->micro_batch_size;
+		local = micro / tr.d->dp;
 
 		/* each micro-batch's gradient alone, then added to the step's sum in the global
 		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
@@ -361,9 +386,9 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				goto out;
 			tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite);
 		}
-		tr.consumed_train += a->global_batch_size;
+		tr.consumed_train += gbs;
 		tr.iteration++;
-		tokens_since += a->global_batch_size * L;
+		tokens_since += gbs * L;
 		if (!isfinite(loss) || nonfinite) {
 			bad = 1;
 			skipped++;
@@ -379,7 +404,7 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			loss_acc += loss;
 			loss_n++;
 		}
-		mt_sched_step(&tr.sched, a->global_batch_size);
+		mt_sched_step(&tr.sched, gbs);
 		r->last_loss = loss;
 		{
 			double valid = NAN, now = mt_now();

@@ -44,6 +44,11 @@ struct mt_train_args {
 	int distributed_optimizer;      /* ZeRO-1: each rank keeps the AdamW state of its shard */
 	int hang_rank;                  /* test hook: this rank (>= 0) stops answering ... */
 	int64_t hang_step;              /* ... at the end of this iteration */
+	/* Megatron's --rampup-batch-size START INCR SAMPLES (start 0: none): the global batch
+	 * of each iteration is mt_rampup_batch(consumed samples); sample-based schedule */
+	int64_t rampup[3];
+	int64_t lr_decay_samples, lr_warmup_samples; /* > 0: the schedule counts these (Megatron's sample-based flags) */
+	int64_t train_samples;
 };
 
 /* Set by the tool's signal handler: save at the next step boundary and stop. */

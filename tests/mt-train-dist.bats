@@ -89,6 +89,25 @@ rank_pid() {
 	diff <(fields A.jsonl) <(fields C.jsonl)
 }
 
+@test "--rampup-batch-size: Megatron's batch sizes and iteration count; DP=2 with ZeRO equals DP=1" {
+	M=("${TINY[@]}" --micro-batch-size 2 --global-batch-size 12 --train-samples 100 --rampup-batch-size 4 4 24
+		--lr-warmup-samples 8 -q)
+	mt-train "${M[@]}" --save A --log-json A.jsonl
+	mpiexec -n 2 mt-train "${M[@]}" --use-distributed-optimizer --save B --log-json B.jsonl
+	# 2 increments of 12 samples: batches 4 4 4 8 8, then 12 until 100 samples (11 iterations)
+	run -0 python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["consumed_samples"]) for l in open(sys.argv[1])))' A.jsonl
+	[ "$output" = "4 8 12 20 28 40 52 64 76 88 100" ]
+	diff <(fields A.jsonl) <(fields B.jsonl)
+	[ "$(ckpt-hash A)" = "$(ckpt-hash B)" ]
+	# Megatron's rule: a rampup needs sample-based training; the batch must divide among the ranks
+	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --global-batch-size 12 --train-iters 5 \
+		--rampup-batch-size 4 4 24
+	[[ $stderr == *"need --train-samples"* ]]
+	run ! --separate-stderr mpiexec -n 2 mt-train "${TINY[@]}" --micro-batch-size 2 --global-batch-size 12 \
+		--train-samples 100 --rampup-batch-size 6 6 24
+	[[ $stderr == *"start and increment must be multiples of --micro-batch-size 2 x 2"* ]]
+}
+
 @test "a signal to one rank stops every rank at the same step, saved, exit 0; the run resumes" {
 	M=("${TINY[@]}" --micro-batch-size 2 --global-batch-size 4 --train-iters 100000 --log-interval 100000)
 	MT_TEST_TAG=sig$$ mpiexec -n 2 mt-train "${M[@]}" --save ck 2> err.txt &

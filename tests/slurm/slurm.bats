@@ -169,6 +169,10 @@ sys.stdout.write("\0".join(out))'
 		bash "$MT_ROOT/templates/gpt-175b.sbatch"
 	[[ $output == *"ranks: 1024 = tensor 8 x data 8 x pipeline 16"* ]]
 	[[ $output == *"batch rampup: from 16 by 16"* ]]
+	# every training flag of the template is one mt-train knows
+	run -0 --separate-stderr env MT_DRY_RUN=all MT_BIN="$MT_ROOT/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
+		TOKENIZER="--tokenizer-type NullTokenizer --vocab-size 50256" DATA="$T/blend.txt" bash "$MT_ROOT/templates/gpt-175b.sbatch"
+	[[ $output == *"ranks: 1024 = tensor 8 x data 8 x pipeline 16"* ]]
 	# and inside a job of 16 tasks the world is the job's (16 does not divide by 8 x 16)
 	run ! --separate-stderr env MT_DRY_RUN=1 SLURM_NTASKS=16 MT_BIN="$MT_ROOT/bin" \
 		CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" bash "$MT_ROOT/templates/gpt-175b.sbatch"
