@@ -285,13 +285,17 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.b.ops = &mt_backend_cpu;
 	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;
-	if (!tr.b.ops->host_grads || !tr.b.ops->host_grads(&tr.b)) {
-		mt_err_set(err, MT_EXIT_USAGE, "backend %s does not expose host gradients", tr.b.ops->name);
+	/* a backend whose buffers live on a device accumulates by itself and runs as one
+	 * process until it reduces with NCCL; host buffers go through dp.c */
+	if (tr.b.ops->host_grads && tr.b.ops->host_grads(&tr.b)) {
+		if (mt_dp_init(&tr.dp, tr.d, &tr.t, a->distributed_optimizer, err))
+			goto out;
+		tr.have_dp = 1;
+	} else if (tr.d->world > 1 || a->distributed_optimizer) {
+		mt_err_set(err, MT_EXIT_USAGE, "backend %s: %s is not supported yet", tr.b.ops->name,
+			   tr.d->world > 1 ? "data parallelism" : "--use-distributed-optimizer");
 		goto out;
 	}
-	if (mt_dp_init(&tr.dp, tr.d, &tr.t, a->distributed_optimizer, err))
-		goto out;
-	tr.have_dp = 1;
 	if (!a->quiet && tr.d->world > 1)
 		mt_info("%d ranks: data-parallel %d x tensor %d x pipeline %d; %lld micro-batches of %lld per rank and step%s",
 			tr.d->world, tr.d->dp, tr.d->tp, tr.d->pp, (long long)local, (long long)a->micro_batch_size,
@@ -362,14 +366,18 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 
 		/* each micro-batch's gradient alone, then added to the step's sum in the global
 		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
-		mt_dp_begin(&tr.dp);
+		if (tr.have_dp)
+			mt_dp_begin(&tr.dp);
+		else
+			tr.b.ops->zero_grad(&tr.b); /* the backend sums the micro-batches itself */
 		for (int64_t k = 0; k < local; k++) {
 			if (fetch(&tr, MT_SPLIT_TRAIN, first_sample(&tr, tr.consumed_train, k), err))
 				goto out;
-			tr.b.ops->zero_grad(&tr.b);
+			if (tr.have_dp)
+				tr.b.ops->zero_grad(&tr.b);
 			tr.lbuf[2 * k] = tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, 1);
 			tr.lbuf[2 * k + 1] = 1;
-			if (mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
+			if (tr.have_dp && mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
 		}
 		if (gather_losses(&tr, local, (double)micro, &loss, &cnt, step, err))
@@ -382,7 +390,7 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 					    a->clip_grad, &gnorm, &nonfinite, step, err))
 				goto out;
 		} else {
-			if (mt_dp_allgather_grads(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
+			if (tr.have_dp && mt_dp_allgather_grads(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
 			tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite);
 		}
