@@ -94,8 +94,18 @@ sys.stdout.write("\0".join(out))'
 	scancel --signal=USR1 --batch "$id"
 	for _ in $(seq 1 150); do grep -q "requeueing job $id" "$T/job.out" 2>/dev/null && break; sleep 0.2; done
 	grep -q "requeueing job $id" "$T/job.out"
-	# a requeued job waits for a begin time: start it now
-	for _ in $(seq 1 50); do scontrol update JobId="$id" StartTime=now 2>/dev/null && break; sleep 0.2; done
+	# the job goes back to the queue (it may pass through other states on the way)...
+	for _ in $(seq 1 150); do
+		scontrol show job "$id" | grep -q "JobState=PENDING.*" && scontrol show job "$id" | grep -q "Restarts=1" && break
+		sleep 0.2
+	done
+	# ... where a requeued job waits for a begin time: start it now, and see it start
+	for _ in $(seq 1 150); do
+		grep -q "restart 1" "$T/job.out" && break
+		scontrol update JobId="$id" StartTime=now 2>/dev/null || true
+		sleep 0.5
+	done
+	grep -q "restart 1" "$T/job.out"
 	run -0 wait_job "$id" 150
 	cat "$T/job.out"
 	[ "$output" = COMPLETED ]
