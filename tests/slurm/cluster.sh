@@ -103,6 +103,14 @@ CONF
 
 stop() {
 	local dir=$1
+	# jobs first (a test that failed may leave one): slurmd ends their step daemons
+	if [ -s "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+		SLURM_CONF=$dir/slurm.conf scancel --user="$(id -un)" 2>/dev/null || true
+		for _ in $(seq 1 100); do
+			[ -z "$(SLURM_CONF=$dir/slurm.conf squeue -h 2>/dev/null)" ] && break
+			sleep 0.2
+		done
+	fi
 	stop_pidfile "$dir/slurmd.pid"
 	stop_pidfile "$dir/slurmctld.pid"
 	stop_pidfile "$dir/munge/munged.pid"
