@@ -53,6 +53,23 @@ MT_CPPFLAGS += -DMT_HAVE_CUDA -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lstdc++
 endif
 
+# MPI for multi-process training (lib/dist.c, linked into mt-train only): MPICH here
+# and in CI, Open MPI or any MPI-3 library elsewhere. Without one (or MPI=0) mt-train
+# runs as one process and refuses to be launched as several.
+MPI_PKG := $(shell pkg-config --exists mpich 2>/dev/null && echo mpich || (pkg-config --exists ompi-c 2>/dev/null && echo ompi-c))
+ifeq ($(MPI_PKG),)
+MPI ?= 0
+else
+MPI ?= 1
+endif
+ifeq ($(MPI),1)
+MPI_CFLAGS := $(shell pkg-config --cflags $(MPI_PKG))
+MPI_LIBS := $(shell pkg-config --libs $(MPI_PKG))
+else
+MPI_CFLAGS := -DMT_NO_MPI
+MPI_LIBS :=
+endif
+
 # no fused multiply-add: Megatron's blend and sample arithmetic must round as numpy's does
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -ffp-contract=off -fopenmp $(MT_CPPFLAGS) -MMD -MP
 
@@ -80,7 +97,7 @@ all: $(BINS)
 # Rebuild everything when the flags change (CUDA=0 after a CUDA build, say):
 # build/.flags is rewritten only when they differ, and every object depends on it.
 FLAGS_FILE := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS)
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS) | $(MPI_CFLAGS) $(MPI_LIBS)
 ifneq ($(file <$(FLAGS_FILE)),$(FLAGS_NOW))
 $(shell mkdir -p $(BUILD))
 $(file >$(FLAGS_FILE),$(FLAGS_NOW))
@@ -98,6 +115,11 @@ endif
 $(BUILD)/lib/version.o: $(VERSION_FILE)
 $(BUILD)/lib/version.o: ALL_CFLAGS += -DMT_VERSION='"$(VERSION_NOW)"'
 
+
+$(BUILD)/lib/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
+bin/mt-train: LINK_LIBS += $(MPI_LIBS)
+$(BUILD)/tests/test_dist: LINK_LIBS += $(MPI_LIBS)
+$(BUILD)/tests/dist-check: LINK_LIBS += $(MPI_LIBS)
 
 $(BUILD)/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
@@ -149,6 +171,7 @@ install: $(BINS)
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	cp -R share/. $(DESTDIR)$(PREFIX)/share/mt/
 	cp -R templates $(DESTDIR)$(PREFIX)/share/mt/
+	cp -R slurm $(DESTDIR)$(PREFIX)/share/mt/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/mt/
 
 uninstall:

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/dist.h"
+#include "../lib/estimate.h"
 #include "../lib/log.h"
 #include "../lib/tokenizer.h"
 #include "../lib/train.h"
@@ -36,6 +38,8 @@ enum {
 	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
+	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP,
+	O_WARMUP_SAMPLES, O_DECAY_SAMPLES,
 };
 
 static const struct mt_option opts[] = {
@@ -96,6 +100,15 @@ static const struct mt_option opts[] = {
 	{ "recompute-granularity", 0, MT_ARG_REQUIRED, O_RECOMPUTE, "G", "selective (default) or full: recompute each layer in the backward pass" },
 	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "only 1 for now" },
 	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "only 1 for now" },
+	{ "use-distributed-optimizer", 0, MT_ARG_NONE, O_DIST_OPT, NULL, "shard the optimizer state over data-parallel ranks (ZeRO-1)" },
+	{ "distributed-timeout-minutes", 0, MT_ARG_REQUIRED, O_DIST_TIMEOUT, "M", "stop when a rank does not answer within M minutes (default 10)" },
+	{ "distributed-timeout-seconds", 0, MT_ARG_REQUIRED, O_DIST_TIMEOUT_S, "S", "the same in seconds (0: wait forever)" },
+	{ "dry-run", 0, MT_ARG_NONE, O_DRY_RUN, NULL, "print rank layout, parameters, memory per GPU and FLOPs per step; train nothing" },
+	{ "world-size", 0, MT_ARG_REQUIRED, O_WORLD, "N", "ranks for --dry-run (default: the launcher's)" },
+	{ "gpus-per-node", 0, MT_ARG_REQUIRED, O_GPUS_PER_NODE, "N", "for --dry-run's node count (default 8)" },
+	{ "rampup-batch-size", 0, MT_ARG_LIST, O_RAMPUP, "START INCR SAMPLES", "grow the global batch from START by INCR over SAMPLES samples" },
+	{ "lr-warmup-samples", 0, MT_ARG_REQUIRED, O_WARMUP_SAMPLES, "N", "warmup in samples (sample-based schedule)" },
+	{ "lr-decay-samples", 0, MT_ARG_REQUIRED, O_DECAY_SAMPLES, "N", "decay in samples (default: --train-samples)" },
 	MT_DATA_OPTIONS,
 	{ 0 },
 };
@@ -179,6 +192,16 @@ static double real(struct mt_opt *o)
 	return v;
 }
 
+/* The error, and with several ranks every other one is stopped too (MPI_Abort). */
+__attribute__((noreturn)) static void fail(struct mt_dist *dist, const struct mt_err *e)
+{
+	if (dist->world <= 1)
+		mt_die_err(e);
+	mt_error("%s", e->msg);
+	mt_dist_abort(dist, e->code);
+	exit(e->code);
+}
+
 int main(int argc, char **argv)
 {
 	struct mt_opt o;
@@ -187,8 +210,10 @@ int main(int argc, char **argv)
 	struct mt_train_result r;
 	struct mt_err e = { 0 };
 	struct sigaction sa;
-	long long vocab = 0;
-	int id, gqa = 0, device = -1;
+	long long vocab = 0, tp = 1, pp = 1, world = 0, gpn = 8, rampup[3] = { 0, 0, 0 };
+	int id, gqa = 0, dry = 0, device = -1;
+	double timeout = 600;
+	struct mt_dist dist;
 
 	mt_tool_start(&info);
 	argv = with_config(&argc, argv);
@@ -319,18 +344,28 @@ int main(int argc, char **argv)
 			else if (strcmp(o.arg, "selective"))
 				mt_die_usage(&o, "--recompute-granularity must be selective or full, not '%s'", o.arg);
 			break;
-		case O_TP:
-		case O_PP:
-			if (num(&o, 1) != 1)
-				mt_die_usage(&o, "--%s: only 1 is supported yet", o.cur->name);
+		case O_TP: tp = num(&o, 1); break;
+		case O_PP: pp = num(&o, 1); break;
+		case O_DIST_OPT: a.distributed_optimizer = 1; break;
+		case O_DIST_TIMEOUT: timeout = real(&o) * 60; break;
+		case O_DIST_TIMEOUT_S: timeout = real(&o); break;
+		case O_DRY_RUN: dry = 1; break;
+		case O_WORLD: world = num(&o, 1); break;
+		case O_GPUS_PER_NODE: gpn = num(&o, 1); break;
+		case O_RAMPUP:
+			if (o.nlist != 3)
+				mt_die_usage(&o, "--rampup-batch-size takes three numbers: start, increment, samples");
+			for (int i = 0; i < 3; i++) {
+				char *end;
+				rampup[i] = strtoll(o.list[i], &end, 10);
+				if (*end || rampup[i] <= 0)
+					mt_die_usage(&o, "--rampup-batch-size: '%s' is not a positive integer", o.list[i]);
+			}
 			break;
+		case O_WARMUP_SAMPLES: a.lr_warmup_samples = num(&o, 0); break;
+		case O_DECAY_SAMPLES: a.lr_decay_samples = num(&o, 1); break;
 		}
 	}
-	if (device < 0)
-		device = mt_backend_cuda_usable();
-	a.device_cuda = device;
-	if (!device && a.backend.precision != MT_PREC_FP32)
-		mt_die_usage(&o, "--bf16 and --fp16 need --device cuda (the CPU backend computes in fp32)");
 	if (gqa && !a.cfg.num_query_groups)
 		mt_die_usage(&o, "--group-query-attention needs --num-query-groups");
 	if (!gqa)
@@ -357,6 +392,55 @@ int main(int argc, char **argv)
 	mt_config_defaults(&a.cfg);
 	if (mt_config_validate(&a.cfg, &e))
 		mt_die_err(&e);
+	if (dry) {
+		/* the world: --world-size, else the launcher's, else one */
+		const char *env[] = { "SLURM_NTASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", NULL };
+		struct mt_estimate_args ea;
+		struct mt_estimate est;
+		for (int i = 0; !world && env[i]; i++)
+			if (getenv(env[i]))
+				world = atoll(getenv(env[i]));
+		if (world <= 0)
+			world = 1;
+		if (world % (tp * pp))
+			mt_die(MT_EXIT_USAGE, "world size %lld is not a multiple of tensor x pipeline parallel size %lld x %lld",
+			       world, tp, pp);
+		/* Megatron pads the vocabulary to a multiple of divisible-by x tensor-parallel size */
+		a.cfg.padded_vocab_size = mt_config_padded_vocab(a.cfg.vocab_size, a.cfg.make_vocab_size_divisible_by, (int)tp);
+		memset(&ea, 0, sizeof(ea));
+		ea.cfg = &a.cfg;
+		ea.world = (int)world;
+		ea.tp = (int)tp;
+		ea.pp = (int)pp;
+		ea.dp = (int)(world / (tp * pp));
+		ea.gpus_per_node = (int)gpn;
+		ea.micro_batch_size = a.micro_batch_size;
+		ea.global_batch_size = a.global_batch_size;
+		memcpy(ea.rampup, rampup, sizeof(ea.rampup));
+		ea.param_bytes = a.backend.precision != MT_PREC_FP32 ? 2 : 4;
+		ea.dtype = a.backend.precision == MT_PREC_BF16 ? "bf16" : a.backend.precision == MT_PREC_FP16 ? "fp16" : "fp32";
+		ea.distributed_optimizer = a.distributed_optimizer;
+		if (mt_estimate(&ea, &est, &e))
+			mt_die_err(&e);
+		mt_estimate_print(stdout, &ea, &est);
+		return 0;
+	}
+	if (tp != 1 || pp != 1)
+		mt_die(MT_EXIT_USAGE, "--tensor-model-parallel-size %lld x --pipeline-model-parallel-size %lld: only 1 is "
+		       "supported yet (tensor and pipeline parallelism are not supported yet; --dry-run accepts them)", tp, pp);
+	/* after --dry-run, which sizes GPU runs on machines without one */
+	if (device < 0)
+		device = mt_backend_cuda_usable();
+	a.device_cuda = device;
+	if (!device && a.backend.precision != MT_PREC_FP32)
+		mt_die_usage(&o, "--bf16 and --fp16 need --device cuda (the CPU backend computes in fp32)");
+	if (rampup[0] && (rampup[0] > a.global_batch_size || (a.global_batch_size - rampup[0]) % rampup[1]))
+		mt_die(MT_EXIT_USAGE, "--rampup-batch-size %lld %lld %lld: the increment must divide --global-batch-size %lld - start",
+		       rampup[0], rampup[1], rampup[2], (long long)a.global_batch_size);
+	/* Megatron: a rampup and the *-samples schedule flags need sample-based training */
+	if ((rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) && (d.train_iters >= 0 || d.train_samples < 0))
+		mt_die(MT_EXIT_USAGE, "--rampup-batch-size, --lr-warmup-samples and --lr-decay-samples need --train-samples "
+		       "(not --train-iters)");
 	if (a.mock_data) {
 		if (d.train_samples < 0 && d.train_iters < 0)
 			mt_die_usage(&o, "--train-iters or --train-samples is required");
@@ -367,6 +451,14 @@ int main(int argc, char **argv)
 		mt_dataopts_finish(&d, &o);
 		a.data = &d.args;
 		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
+	}
+	if (rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) {
+		for (int i = 0; i < 3; i++)
+			a.rampup[i] = rampup[i];
+		a.train_samples = d.train_samples;
+		a.train_iters = mt_rampup_train_iters(a.rampup, a.global_batch_size, d.train_samples);
+		if (!a.lr_decay_samples)
+			a.lr_decay_samples = d.train_samples;
 	}
 	{
 		/* the flags, after --config expansion, so a checkpoint says how it was trained */
@@ -402,16 +494,25 @@ int main(int argc, char **argv)
 	a.sched.global_batch_size = a.global_batch_size;
 	a.seed = (uint64_t)d.seed;
 	a.quiet = o.quiet;
+	if (mt_dist_init(&dist, &e) || mt_dist_layout(&dist, (int)tp, (int)pp, &e))
+		fail(&dist, &e);
+	dist.timeout = timeout;
+	a.dist = &dist;
+	if (dist.rank != 0)
+		a.quiet = 1; /* rank 0 speaks for all */
+	a.hang_rank = getenv("MT_TEST_HANG_RANK") ? atoi(getenv("MT_TEST_HANG_RANK")) : -1;
+	a.hang_step = getenv("MT_TEST_HANG_STEP") ? atoll(getenv("MT_TEST_HANG_STEP")) : -1;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 	if (mt_train_run(&a, &r, &e))
-		mt_die_err(&e);
-	if (!o.quiet)
+		fail(&dist, &e);
+	if (!a.quiet)
 		mt_info("done: %lld iterations, last loss %.6f%s", (long long)r.iteration, r.last_loss,
 			r.stopped_by_signal ? " (stopped by a signal after saving)" : "");
 	if (!a.mock_data)
 		mt_dataopts_free(&d);
+	mt_dist_finalize(&dist);
 	return 0;
 }

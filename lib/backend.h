@@ -39,6 +39,10 @@ struct mt_backend_ops {
 	/* the accumulated gradient into a host buffer of t->total floats (for checks) */
 	int (*get_grad)(struct mt_backend *b, float *g, struct mt_err *err);
 	size_t (*bytes)(const struct mt_backend *b); /* memory held, for the start-up report */
+	/* the flat weights and gradient in host memory, for data parallelism over MPI
+	 * (dp.h); NULL from a backend that keeps them on a device and moves them itself */
+	float *(*host_weights)(struct mt_backend *b);
+	float *(*host_grads)(struct mt_backend *b);
 };
 
 /* How a backend computes; the CPU backend reads none of it (fp32 always). The caller

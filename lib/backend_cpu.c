@@ -138,6 +138,16 @@ static size_t cpu_bytes(const struct mt_backend *b)
 	return (size_t)s->t->total * 16 + s->acts.bytes;
 }
 
+static float *cpu_host_weights(struct mt_backend *b)
+{
+	return ((struct cpu *)b->state)->w;
+}
+
+static float *cpu_host_grads(struct mt_backend *b)
+{
+	return ((struct cpu *)b->state)->g;
+}
+
 const struct mt_backend_ops mt_backend_cpu = {
 	.name = "cpu",
 	.init = cpu_init,
@@ -150,4 +160,6 @@ const struct mt_backend_ops mt_backend_cpu = {
 	.adamw_step = cpu_adamw_step,
 	.get_grad = cpu_get_grad,
 	.bytes = cpu_bytes,
+	.host_weights = cpu_host_weights,
+	.host_grads = cpu_host_grads,
 };

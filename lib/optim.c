@@ -154,7 +154,7 @@ static double sumsq_seq(const float *x, int64_t n)
 	return (s0 + s1) + (s2 + s3);
 }
 
-static double sumsq_param(const float *x, int64_t n)
+double mt_grad_sumsq_param(const float *x, int64_t n)
 {
 	double part[NORM_MAXCHUNKS], s = 0;
 	int64_t chunk = NORM_CHUNK, nchunk;
@@ -180,7 +180,7 @@ double mt_grad_sumsq(const struct mt_params *t, const float *g)
 	double s = 0;
 
 	for (int i = 0; i < t->n; i++)
-		s += sumsq_param(g + t->p[i].offset, t->p[i].numel);
+		s += mt_grad_sumsq_param(g + t->p[i].offset, t->p[i].numel);
 	return s;
 }
 

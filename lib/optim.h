@@ -55,6 +55,9 @@ void mt_adamw_step(struct mt_adamw *o, const struct mt_params *t, float *w, cons
 /* The sum of squares of the table's gradients in double: each parameter's in fixed
  * chunks, the chunks summed in order, the parameters summed in table order. */
 double mt_grad_sumsq(const struct mt_params *t, const float *g);
+/* The sum of squares of one parameter's n gradients, as mt_grad_sumsq takes it (dp.c sums
+ * these over shards in table order). */
+double mt_grad_sumsq_param(const float *x, int64_t n);
 /* sqrt(mt_grad_sumsq): NaN or Inf when a gradient is. */
 double mt_grad_norm(const struct mt_params *t, const float *g);
 /* Megatron's clip coefficient max_norm / (norm + 1e-6); below 1 means clip. */

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "ckpt.h"
+#include "dp.h"
+#include "estimate.h"
 #include "log.h"
 #include "params.h"
 #include "progress.h"
@@ -26,7 +29,56 @@ struct trainer {
 	int32_t *buf, *tok, *tgt;
 	int64_t consumed_train, consumed_valid, iteration;
 	FILE *json;
+	struct mt_dist solo, *d;        /* the ranks (a world of one without a launcher) */
+	struct mt_dp dp;
+	int have_dp;
+	double *lbuf;                   /* per micro-batch losses of every rank, 2 per micro-batch */
 };
+
+/* The global batch of the next iteration (Megatron's rampup, else --global-batch-size). */
+static int64_t batch_now(const struct trainer *tr)
+{
+	return mt_rampup_batch(tr->a->rampup, tr->a->global_batch_size, tr->consumed_train);
+}
+
+/* Micro-batch k of this rank is micro-batch k * dp + r of the global batch; its first
+ * sample (Megatron's MegatronPretrainingSampler). */
+static int64_t first_sample(const struct trainer *tr, int64_t consumed, int64_t k)
+{
+	return consumed + (k * tr->d->dp + tr->d->dp_rank) * tr->a->micro_batch_size;
+}
+
+/* Gather the (value, weight) pairs of every rank's n micro-batches into lbuf and return
+ * the sum of value/div over those with weight > 0, in global micro-batch order; *count
+ * gets how many had weight. */
+static int gather_losses(struct trainer *tr, int64_t n, double div, double *sum, int64_t *count, int64_t step,
+			 struct mt_err *err)
+{
+	int D = tr->d->dp;
+	int64_t cnt[1024], dsp[1024];
+
+	if (D > 1) {
+		if (D > 1024)
+			return mt_err_set(err, MT_EXIT_USAGE, "more than 1024 data-parallel ranks");
+		for (int q = 0; q < D; q++) {
+			cnt[q] = 2 * n;
+			dsp[q] = 2 * n * q;
+		}
+		memmove(tr->lbuf + 2 * n * tr->d->dp_rank, tr->lbuf, (size_t)(2 * n) * sizeof(double));
+		if (mt_dist_allgatherv_f64(tr->d, tr->lbuf, cnt, dsp, "the loss gather", step, err))
+			return -1;
+	}
+	*sum = 0;
+	*count = 0;
+	for (int64_t j = 0; j < n * D; j++) {
+		const double *x = tr->lbuf + 2 * ((j % D) * n + j / D);
+		if (x[1] > 0) {
+			*sum += x[0] / div;
+			++*count;
+		}
+	}
+	return 0;
+}
 
 /* splitmix64, for mock tokens: a function of (seed, sample, position) only */
 static uint64_t mix(uint64_t x)
@@ -68,26 +120,28 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
 	double sum = 0;
-	int64_t n = 0, micro = a->global_batch_size / a->micro_batch_size;
+	int64_t gbs = batch_now(tr), n = 0, local = gbs / (a->micro_batch_size * tr->d->dp);
 
 	if (!a->mock_data && !tr->plan.split[MT_SPLIT_VALID].present)
 		return 1; /* nothing to evaluate on */
-	for (int64_t it = 0; it < a->eval_iters; it++)
-		for (int64_t k = 0; k < micro; k++) {
-			int64_t cnt;
-			double l;
-			if (fetch(tr, MT_SPLIT_VALID, tr->consumed_valid, err))
+	for (int64_t it = 0; it < a->eval_iters; it++) {
+		double s;
+		int64_t c;
+		for (int64_t k = 0; k < local; k++) {
+			int64_t cnt = 0;
+			if (fetch(tr, MT_SPLIT_VALID, first_sample(tr, tr->consumed_valid, k), err))
 				return -1;
-			tr->consumed_valid += a->micro_batch_size;
-			cnt = 0;
 			for (int64_t q = 0; q < a->micro_batch_size * a->cfg.seq_length; q++)
 				cnt += tr->tgt[q] >= 0;
-			l = tr->b.ops->step_micro(&tr->b, tr->tok, tr->tgt, 0);
-			if (cnt) {
-				sum += l;
-				n++;
-			}
+			tr->lbuf[2 * k] = tr->b.ops->step_micro(&tr->b, tr->tok, tr->tgt, 0);
+			tr->lbuf[2 * k + 1] = (double)cnt;
 		}
+		tr->consumed_valid += gbs;
+		if (gather_losses(tr, local, 1.0, &s, &c, tr->iteration, err))
+			return -1;
+		sum += s;
+		n += c;
+	}
 	*loss = n ? sum / (double)n : NAN;
 	return 0;
 }
@@ -98,11 +152,22 @@ static int save(struct trainer *tr, struct mt_err *err)
 	char *cfg = mt_config_to_json(&a->cfg), *sch = mt_sched_to_json(&tr->sched);
 	struct mt_ckpt_state s = { tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, cfg,
 				   a->train_args_json ? a->train_args_json : "{}", sch, NULL, 0 };
-	int rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err) ? -1
-		 : mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
+	int zero = a->distributed_optimizer, rc, all;
+	struct mt_err e2 = { 0 };
 
+	/* one copy of the model: the moments' shards gathered whole on rank 0, which writes */
+	rc = zero && mt_dp_gather_moments(&tr->dp, tr->m, tr->v, tr->iteration, err) ? -1 : 0;
+	if (rc == 0 && tr->d->rank == 0)
+		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err) ? -1
+		     : mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
 	free(cfg);
 	free(sch);
+	/* every rank learns whether the checkpoint is complete before going on */
+	if (mt_dist_agree(tr->d, tr->iteration, rc ? 1 : 0, &all, rc ? &e2 : err))
+		return -1;
+	if (!rc && all)
+		return mt_err_set(err, MT_EXIT_IO, "rank 0 could not save the checkpoint of iteration %lld",
+				  (long long)tr->iteration);
 	if (rc == 0 && !a->quiet)
 		mt_info("saved checkpoint at iteration %lld to %s", (long long)tr->iteration, a->save);
 	return rc;
@@ -129,11 +194,16 @@ static int load(struct trainer *tr, struct mt_err *err)
 		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
 				  dir, c.num_layers, c.hidden_size, (long long)c.padded_vocab_size);
 	}
+	/* every rank reads the whole file; with ZeRO each keeps its shard of the moments, so
+	 * a run resumes with any number of data-parallel ranks */
 	if (mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err) ||
-	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, err)) {
+	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !tr->a->distributed_optimizer ? tr->m : NULL,
+				  st.has_optimizer && !tr->a->distributed_optimizer ? tr->v : NULL, err)) {
 		mt_ckpt_loaded_free(&st);
 		return -1;
 	}
+	if (tr->a->distributed_optimizer)
+		mt_dp_set_moments(&tr->dp, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL);
 	tr->iteration = st.iteration;
 	tr->consumed_train = st.consumed_train_samples;
 	tr->consumed_valid = st.consumed_valid_samples;
@@ -172,7 +242,7 @@ static void log_line(struct trainer *tr, double loss, double lr, double gnorm, d
 int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struct mt_err *err)
 {
 	struct trainer tr;
-	int64_t L = a->cfg.seq_length, micro, skipped_row = 0, skipped = 0, tokens_since = 0;
+	int64_t L = a->cfg.seq_length, micro, local, skipped_row = 0, skipped = 0, tokens_since = 0;
 	double t0 = mt_now(), tlog = t0, loss_acc = 0, gnorm = 0, lr = 0;
 	int64_t loss_n = 0;
 	int rc = -1;
@@ -180,10 +250,25 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	memset(&tr, 0, sizeof(tr));
 	memset(r, 0, sizeof(*r));
 	tr.a = a;
+	tr.d = a->dist;
+	if (!tr.d) {
+		tr.solo.world = tr.solo.local_world = tr.solo.tp = tr.solo.pp = tr.solo.dp = 1;
+		tr.d = &tr.solo;
+	}
 	if (a->micro_batch_size <= 0 || a->global_batch_size % a->micro_batch_size)
 		return mt_err_set(err, MT_EXIT_USAGE, "--global-batch-size %lld must be a multiple of --micro-batch-size %lld",
 				  (long long)a->global_batch_size, (long long)a->micro_batch_size);
-	micro = a->global_batch_size / a->micro_batch_size;
+	if (a->global_batch_size % (a->micro_batch_size * tr.d->dp))
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--global-batch-size %lld must be a multiple of --micro-batch-size %lld x %d data-parallel ranks",
+				  (long long)a->global_batch_size, (long long)a->micro_batch_size, tr.d->dp);
+	if (a->rampup[0] > 0 && (a->rampup[0] % (a->micro_batch_size * tr.d->dp) || a->rampup[1] % (a->micro_batch_size * tr.d->dp)))
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--rampup-batch-size %lld %lld: start and increment must be multiples of --micro-batch-size %lld x %d "
+				  "data-parallel ranks", (long long)a->rampup[0], (long long)a->rampup[1],
+				  (long long)a->micro_batch_size, tr.d->dp);
+	micro = a->global_batch_size / a->micro_batch_size; /* the most: the rampup only grows to it */
+	local = micro / tr.d->dp;
 	if (mt_params_build(&tr.t, &a->cfg, err))
 		return -1;
 	tr.w = malloc((size_t)tr.t.total * sizeof(float));
@@ -192,7 +277,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.buf = malloc((size_t)(L + 1) * sizeof(int32_t));
 	tr.tok = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
 	tr.tgt = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
-	if (!tr.w || !tr.m || !tr.v || !tr.buf || !tr.tok || !tr.tgt) {
+	tr.lbuf = malloc((size_t)micro * 2 * sizeof(double));
+	if (!tr.w || !tr.m || !tr.v || !tr.buf || !tr.tok || !tr.tgt || !tr.lbuf) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)tr.t.total);
 		goto out;
 	}
@@ -201,6 +287,21 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.b.opt.quiet = a->quiet;
 	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;
+	/* a backend whose buffers live on a device accumulates by itself and runs as one
+	 * process until it reduces with NCCL; host buffers go through dp.c */
+	if (tr.b.ops->host_grads && tr.b.ops->host_grads(&tr.b)) {
+		if (mt_dp_init(&tr.dp, tr.d, &tr.t, a->distributed_optimizer, err))
+			goto out;
+		tr.have_dp = 1;
+	} else if (tr.d->world > 1 || a->distributed_optimizer) {
+		mt_err_set(err, MT_EXIT_USAGE, "backend %s: %s is not supported yet", tr.b.ops->name,
+			   tr.d->world > 1 ? "data parallelism" : "--use-distributed-optimizer");
+		goto out;
+	}
+	if (!a->quiet && tr.d->world > 1)
+		mt_info("%d ranks: data-parallel %d x tensor %d x pipeline %d; %lld micro-batches of %lld per rank and step%s",
+			tr.d->world, tr.d->dp, tr.d->tp, tr.d->pp, (long long)local, (long long)a->micro_batch_size,
+			a->distributed_optimizer ? "; distributed optimizer (ZeRO-1)" : "");
 	if (!a->quiet)
 		mt_info("model: %lld parameters; backend %s holds %.1f MB (weights, gradients, AdamW state and the "
 			"activations of a micro-batch of %lld x %lld)",
@@ -212,8 +313,32 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.adam = a->adam;
 	if (mt_sched_init_iters(&tr.sched, &a->sched, err))
 		goto out;
+	if (a->lr_decay_samples > 0) {
+		/* Megatron's sample-based schedule: steps are samples, given as such */
+		tr.sched.lr_decay_steps = a->lr_decay_samples;
+		tr.sched.wd_incr_steps = a->train_samples;
+		tr.sched.lr_warmup_steps = a->sched.lr_warmup_fraction >= 0
+						   ? a->sched.lr_warmup_fraction * (double)a->lr_decay_samples
+						   : (double)a->lr_warmup_samples;
+		if (mt_sched_validate(&tr.sched, err))
+			goto out;
+	}
 	if (!a->mock_data) {
-		if (mt_plan_make(a->data, MT_PLAN_WRITE | MT_PLAN_KEEP, &tr.plan, err))
+		/* rank 0 writes the index caches; the others read them after it */
+		if (tr.d->rank == 0 && mt_plan_make(a->data, MT_PLAN_WRITE | MT_PLAN_KEEP, &tr.plan, err))
+			goto out;
+		/* building a large blend's indices can take minutes: at least an hour here */
+		{
+			double t = tr.d->timeout;
+			int bad;
+			if (t > 0 && t < 3600)
+				tr.d->timeout = 3600;
+			bad = mt_dist_barrier(tr.d, "waiting for rank 0's data plan", 0, err);
+			tr.d->timeout = t;
+			if (bad)
+				goto out;
+		}
+		if (tr.d->rank != 0 && mt_plan_make(a->data, MT_PLAN_KEEP, &tr.plan, err))
 			goto out;
 		tr.have_plan = 1;
 		if (!tr.plan.split[MT_SPLIT_TRAIN].present) {
@@ -223,7 +348,7 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	}
 	if (a->load && load(&tr, err))
 		goto out;
-	if (a->log_json) {
+	if (a->log_json && tr.d->rank == 0) {
 		tr.json = fopen(a->log_json, "a");
 		if (!tr.json) {
 			mt_err_errno(err, MT_EXIT_IO, "cannot open '%s'", a->log_json);
@@ -236,18 +361,44 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 
 		int nonfinite;
 
-		tr.b.ops->zero_grad(&tr.b);
-		for (int64_t k = 0; k < micro; k++) {
-			if (fetch(&tr, MT_SPLIT_TRAIN, tr.consumed_train + k * a->micro_batch_size, err))
+		int64_t step = tr.iteration + 1, cnt, gbs = batch_now(&tr);
+
+		micro = gbs / a->micro_batch_size;
+		local = micro / tr.d->dp;
+
+		/* each micro-batch's gradient alone, then added to the step's sum in the global
+		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
+		if (tr.have_dp)
+			mt_dp_begin(&tr.dp);
+		else
+			tr.b.ops->zero_grad(&tr.b); /* the backend sums the micro-batches itself */
+		for (int64_t k = 0; k < local; k++) {
+			if (fetch(&tr, MT_SPLIT_TRAIN, first_sample(&tr, tr.consumed_train, k), err))
 				goto out;
-			loss += tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, 1) / (double)micro;
+			if (tr.have_dp)
+				tr.b.ops->zero_grad(&tr.b);
+			tr.lbuf[2 * k] = tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, 1);
+			tr.lbuf[2 * k + 1] = 1;
+			if (tr.have_dp && mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
+				goto out;
 		}
+		if (gather_losses(&tr, local, (double)micro, &loss, &cnt, step, err))
+			goto out;
 		/* the mean over micro-batches; the norm before clipping, as Megatron logs it */
-		tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite);
-		tr.consumed_train += a->global_batch_size;
-		tr.iteration++;
-		tokens_since += a->global_batch_size * L;
 		lr = mt_sched_lr(&tr.sched);
+		tr.adam.weight_decay = mt_sched_wd(&tr.sched);
+		if (a->distributed_optimizer) {
+			if (mt_dp_zero_step(&tr.dp, tr.b.ops->host_weights(&tr.b), isfinite(loss) ? &tr.adam : NULL, lr, 1.0f / (float)micro,
+					    a->clip_grad, &gnorm, &nonfinite, step, err))
+				goto out;
+		} else {
+			if (tr.have_dp && mt_dp_allgather_grads(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
+				goto out;
+			tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite);
+		}
+		tr.consumed_train += gbs;
+		tr.iteration++;
+		tokens_since += gbs * L;
 		if (!isfinite(loss) || nonfinite) {
 			bad = 1;
 			skipped++;
@@ -259,12 +410,12 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			}
 		} else {
 			skipped_row = 0;
-			tr.adam.weight_decay = mt_sched_wd(&tr.sched);
-			tr.b.ops->adamw_step(&tr.b, &tr.adam, lr);
+			if (!a->distributed_optimizer)
+				tr.b.ops->adamw_step(&tr.b, &tr.adam, lr);
 			loss_acc += loss;
 			loss_n++;
 		}
-		mt_sched_step(&tr.sched, a->global_batch_size);
+		mt_sched_step(&tr.sched, gbs);
 		r->last_loss = loss;
 		{
 			double valid = NAN, now = mt_now();
@@ -290,18 +441,26 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			}
 		}
 		{
-			int stop = mt_train_stop_requested ||
-				   (a->exit_interval > 0 && tr.iteration % a->exit_interval == 0) ||
-				   (a->exit_duration_mins > 0 && (mt_now() - t0) / 60 >= a->exit_duration_mins);
+			int sig = 0, stop;
+			if (tr.d->world > 1 && tr.d->rank == a->hang_rank && tr.iteration == a->hang_step)
+				for (;;)
+					pause(); /* the test hook of a rank that hangs */
+			/* a step boundary: every rank reports, and a signal to any stops all here */
+			/* 2: a signal; 1: the time limit (clocks differ between ranks: agree on it too) */
+			sig = mt_train_stop_requested ? 2 : a->exit_duration_mins > 0 && (mt_now() - t0) / 60 >= a->exit_duration_mins;
+			if (mt_dist_agree(tr.d, tr.iteration, sig, &sig, err))
+				goto out;
+			stop = sig ||
+				   (a->exit_interval > 0 && tr.iteration % a->exit_interval == 0);
 			int at_save = a->save && ((a->save_interval > 0 && tr.iteration % a->save_interval == 0) ||
 						  stop || tr.iteration == a->train_iters);
 			if (at_save && save(&tr, err))
 				goto out;
 			if (stop) {
-				r->stopped_by_signal = mt_train_stop_requested != 0;
+				r->stopped_by_signal = sig == 2;
 				if (!a->quiet)
 					mt_info("stopping at iteration %lld (%s)", (long long)tr.iteration,
-						mt_train_stop_requested ? "signal" : "exit interval or duration");
+						sig == 2 ? "signal" : "exit interval or duration");
 				break;
 			}
 		}
@@ -314,9 +473,11 @@ out:
 		fclose(tr.json);
 	if (tr.have_plan)
 		mt_plan_free(&tr.plan);
+	if (tr.have_dp)
+		mt_dp_free(&tr.dp);
 	if (tr.b.ops)
 		tr.b.ops->free(&tr.b);
-	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt);
+	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt), free(tr.lbuf);
 	mt_params_free(&tr.t);
 	return rc;
 }

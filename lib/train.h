@@ -16,6 +16,7 @@
 #include "backend.h"
 #include "config.h"
 #include "dataplan.h"
+#include "dist.h"
 #include "err.h"
 #include "optim.h"
 #include "lrsched.h"
@@ -39,6 +40,18 @@ struct mt_train_args {
 	int quiet;
 	int device_cuda;                 /* the CUDA backend, else the CPU one */
 	struct mt_backend_opts backend;  /* precision, recompute, loss scaling */
+	/* data parallelism (NULL: one process): rank r of D reads samples [r*m, (r+1)*m) of
+	 * every m*D of the global batch, as Megatron's sampler does; only rank 0 logs and
+	 * saves. Gradients are summed in the global micro-batch order (dp.h). */
+	struct mt_dist *dist;
+	int distributed_optimizer;      /* ZeRO-1: each rank keeps the AdamW state of its shard */
+	int hang_rank;                  /* test hook: this rank (>= 0) stops answering ... */
+	int64_t hang_step;              /* ... at the end of this iteration */
+	/* Megatron's --rampup-batch-size START INCR SAMPLES (start 0: none): the global batch
+	 * of each iteration is mt_rampup_batch(consumed samples); sample-based schedule */
+	int64_t rampup[3];
+	int64_t lr_decay_samples, lr_warmup_samples; /* > 0: the schedule counts these (Megatron's sample-based flags) */
+	int64_t train_samples;
 };
 
 /* Set by the tool's signal handler: save at the next step boundary and stop. */

@@ -26,6 +26,7 @@ PACKAGES=(
   clang libclang-rt-14-dev   # libFuzzer for the dataset reader's fuzz test
   libmicrohttpd-dev    # mt-generate --server (Megatron's REST interface)
   curl                 # the server's tests
+  munge slurmctld slurmd slurm-client   # a real one-node Slurm for the template tests (tests/slurm/)
 )
 # Needed as commands rather than as particular packages: a node from another
 # source (NodeSource ships npm inside nodejs) is fine. command:package

@@ -32,7 +32,8 @@ for t in "$BUILD"/tests/test_*; do
 done
 
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(tests/*.bats)
+# tests/slurm/ starts a real one-node Slurm (root and the Slurm packages; skipped otherwise)
+[ ${#suites[@]} -gt 0 ] || suites=(tests/*.bats tests/slurm/*.bats)
 if command -v bats >/dev/null; then
 	echo "# bats: ${suites[*]}"
 	out=$(BUILD=$BUILD bats --tap "${suites[@]}" 2>&1)

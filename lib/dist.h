@@ -1,0 +1,87 @@
+/* dist.h: the processes of a multi-process run: who we are (rank, world, node-local rank,
+ * the tensor x data x pipeline layout in Megatron's order) and the few collectives the
+ * trainer needs, each bounded by a timeout.
+ *
+ * Processes are started by srun or mpiexec; MPI bootstraps them (mt_dist_init). Without a
+ * launcher in the environment the run is one process and MPI is not touched at all, so a
+ * plain `mt-train ...` behaves as it always did. The collectives here move host float and
+ * double buffers over MPI (the CPU backend's transport); a GPU backend moves gradients
+ * with NCCL over a communicator it makes from mt_dist_bcast'ed ids, and keeps using this
+ * module for the rank layout, agreement and failure handling: it sends the NCCL unique id
+ * with mt_dist_bcast, polls its own operations against d->timeout (ncclCommGetAsyncError,
+ * then ncclCommAbort) and reports through mt_dist_agree and mt_dist_abort like the CPU
+ * path.
+ *
+ * Every wait polls a nonblocking operation against a deadline (--distributed-timeout-
+ * minutes): a rank that died or hangs makes the others fail with a message naming the
+ * step, never hang. The step-boundary agreement (mt_dist_agree) goes through rank 0
+ * point to point, so rank 0 can name the rank that did not arrive. This module returns
+ * errors; the tool prints them and calls mt_dist_abort. Not thread-safe: call from the
+ * main thread only. Layout and ordering rules: docs/mt-train.md "Distributed training". */
+#ifndef MT_DIST_H
+#define MT_DIST_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+struct mt_dist {
+	int rank, world;            /* in the world communicator */
+	int local_rank, local_world; /* on this node: picks the GPU */
+	int tp, pp, dp;             /* sizes; tp * pp * dp = world */
+	int tp_rank, pp_rank, dp_rank; /* Megatron's order tp-cp-ep-dp-pp: tp fastest, pp slowest */
+	int active;                 /* MPI was initialized by mt_dist_init */
+	double timeout;             /* seconds; <= 0: wait forever */
+	void *impl;
+};
+
+/* 1 when a launcher (mpiexec, srun, Open MPI's mpirun) started this process. */
+int mt_dist_launched(void);
+/* Start MPI when launched, else a world of one; then check that srun did not start
+ * several tasks that MPI sees as separate worlds (srun --mpi=none). */
+int mt_dist_init(struct mt_dist *d, struct mt_err *err);
+/* Lay the world out as tp x dp x pp (Megatron's order): fails when world is not a
+ * multiple of tp * pp. */
+int mt_dist_layout(struct mt_dist *d, int tp, int pp, struct mt_err *err);
+/* The layout of rank r without a communicator (for --dry-run of a world not started). */
+void mt_dist_coords(int world, int tp, int pp, int r, int *tp_rank, int *dp_rank, int *pp_rank);
+void mt_dist_finalize(struct mt_dist *d);
+/* Stop every rank (MPI_Abort) with the exit code; returns only in a world of one. */
+void mt_dist_abort(struct mt_dist *d, int code);
+
+/* Every rank gives (step, flag); all get the maximum flag. Rank 0 waits up to the timeout
+ * for each other rank and names the first missing one ("rank N did not reach step S
+ * within T s"); the others wait twice as long for rank 0's answer. */
+int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, struct mt_err *err);
+/* A barrier with the timeout. */
+int mt_dist_barrier(struct mt_dist *d, const char *what, int64_t step, struct mt_err *err);
+
+/* Rank q sends send[displs[r] .. + counts[r]) to each rank r; recv gets, for each q in
+ * rank order, q's part for this rank, packed (recv_counts[q] = counts[this rank] for
+ * all q). What the trainer reduces in rank order, which fixes the summation order. */
+int mt_dist_alltoallv_f32(struct mt_dist *d, const float *send, const int64_t *counts, const int64_t *displs,
+			  float *recv, int64_t my_count, const char *what, int64_t step, struct mt_err *err);
+/* In place: rank r's part buf[displs[r] .. + counts[r]) reaches every rank. */
+int mt_dist_allgatherv_f32(struct mt_dist *d, float *buf, const int64_t *counts, const int64_t *displs,
+			   const char *what, int64_t step, struct mt_err *err);
+int mt_dist_allgatherv_f64(struct mt_dist *d, double *buf, const int64_t *counts, const int64_t *displs,
+			   const char *what, int64_t step, struct mt_err *err);
+/* To rank 0 only (checkpoints): rank r's part of buf (in place on rank 0). */
+int mt_dist_gatherv_f32(struct mt_dist *d, float *buf, const int64_t *counts, const int64_t *displs,
+			const char *what, int64_t step, struct mt_err *err);
+/* Sums of float buffers in the library's own order (fast, not bit-reproducible across
+ * world sizes): every rank gets the whole sum (allreduce, in place), or rank r gets the
+ * sum of its part [displs[r], + counts[r]) into recv (reduce-scatter). NCCL's
+ * ncclAllReduce and ncclReduceScatter are the GPU counterparts. */
+int mt_dist_allreduce_f32(struct mt_dist *d, float *buf, int64_t n, const char *what, int64_t step,
+			  struct mt_err *err);
+int mt_dist_reduce_scatter_f32(struct mt_dist *d, const float *send, const int64_t *counts, float *recv,
+			       const char *what, int64_t step, struct mt_err *err);
+/* Element-wise sum or maximum over ranks (order implementation-defined: not for results
+ * that must be bit-exact). */
+int mt_dist_allreduce_f64(struct mt_dist *d, double *buf, int64_t n, int max, const char *what, int64_t step,
+			  struct mt_err *err);
+/* Bytes from rank `root` to every rank (NCCL unique ids, decisions). */
+int mt_dist_bcast(struct mt_dist *d, void *buf, int64_t n, int root, const char *what, struct mt_err *err);
+
+#endif
