@@ -352,8 +352,8 @@ int main(int argc, char **argv)
 	}
 	{
 		double dt = now() - t0;
-		mt_info("%d prompts, %lld tokens generated in %.2f s (%.1f tokens/s, batch %d)", a.nprompts,
-			(long long)generated, dt, dt > 0 ? (double)generated / dt : 0.0, batch);
+		mt_info("%d prompt%s, %lld tokens generated in %.2f s (%.1f tokens/s, batch %d)", a.nprompts,
+			a.nprompts == 1 ? "" : "s", (long long)generated, dt, dt > 0 ? (double)generated / dt : 0.0, batch);
 	}
 	free(outs);
 out:

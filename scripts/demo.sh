@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The demo pipeline on the built-in corpus, run by `make demo`. Each stage
-# uses the tools that exist in this version; later versions add stages
-# (tokenize, index, train, evaluate, generate) here as the tools land.
+# The demo pipeline on the built-in corpus, run by `make demo`: tokenize, index,
+# train, evaluate, generate, and export to Hugging Face's format, on the CPU (the GPU
+# when one is visible) in a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/bin:$PATH"
@@ -41,7 +41,7 @@ mt-index build --data-path "$DEMO/corpus_text_document" --seq-length 128 --train
 ls "$DEMO/cache" | sed 's/^/  /' >&2
 
 step "train: a tiny GPT on the corpus, on the CPU (about half a minute); watch the loss fall"
-rm -rf "$DEMO/ckpt"
+rm -rf "$DEMO/ckpt" "$DEMO/train-log.jsonl"
 mt-train --config share/configs/tiny.conf --data-path "$DEMO/corpus_text_document" \
 	--tokenizer-type GPT2BPETokenizer --vocab-file "$DEMO/bpe-vocab.json" --merge-file "$DEMO/bpe-merges.txt" \
 	--micro-batch-size 16 --global-batch-size 32 --train-iters 400 --lr 3e-3 --min-lr 3e-4 \
@@ -54,4 +54,27 @@ print("  loss by iteration: " + ", ".join(f"{r['iteration']}: {r['loss']:.3f}" f
 print(f"  validation loss {rows[-1].get('valid_loss', float('nan')):.3f} (perplexity {rows[-1].get('valid_ppl', float('nan')):.2f})")
 PY
 
-step "done: $DEMO/ holds the corpus, its vocabulary, the tokenized dataset, its index caches and a trained checkpoint (evaluate and generate stages arrive with those tools)"
+step "evaluate: mt-eval on the held-out splits and a text, as a cron job would (mt-eval --watch)"
+python3 - "$DEMO" <<'PY'
+import sys
+from subprocess import run, PIPE
+# twenty fresh stories the model has not seen (another seed), as one text file
+out = run([sys.executable, "share/demo/make-corpus.py", "--docs", "20", "--seed", "7"], stdout=PIPE, check=True).stdout
+import json
+open(sys.argv[1] + "/heldout.txt", "w").write(" ".join(json.loads(l)["text"] for l in out.decode().splitlines()) + "\n")
+PY
+mt-eval --load "$DEMO/ckpt" --valid --test --wikitext "$DEMO/heldout.txt"
+rm -f "$DEMO/ledger.jsonl"
+mt-eval -q --watch "$DEMO/ckpt" --ledger "$DEMO/ledger.jsonl" --valid
+echo "  ledger: $(wc -l < "$DEMO/ledger.jsonl") line(s) in $DEMO/ledger.jsonl" >&2
+
+step "generate: mt-generate, greedy and sampled, with a KV cache"
+mt-generate --load "$DEMO/ckpt" --max-tokens 40 --temperature 0 "Once upon a time" "The little dog"
+mt-generate --load "$DEMO/ckpt" --max-tokens 40 --temperature 0.8 --top-p 0.9 --seed 1 "Once upon a time"
+
+step "export: the checkpoint as a Hugging Face GPT-2 (model.safetensors, config.json, tokenizer files)"
+rm -rf "$DEMO/hf"
+mt-ckpt-reshard export --format hf-gpt2 "$DEMO/ckpt" "$DEMO/hf"
+ls "$DEMO/hf" | sed 's/^/  /' >&2
+
+step "done: $DEMO/ holds the corpus, its vocabulary, the tokenized dataset, its index caches, a trained checkpoint, its evaluation ledger and its Hugging Face export"
