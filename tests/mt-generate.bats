@@ -188,7 +188,7 @@ print("ok")'
 	run -4 --separate-stderr mt-generate --load nowhere "x"
 	[[ $stderr == "mt-generate: error: "* ]]
 	run -0 --separate-stderr mt-generate --load "$GPT" --max-tokens 4 "x"
-	[[ $stderr == *"1 prompts, 4 tokens generated"* ]]
+	[[ $stderr == *"1 prompt, 4 tokens generated"* ]]
 }
 
 # The server on a free port of 127.0.0.1; every wait is bounded.
