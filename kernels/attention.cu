@@ -456,7 +456,6 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_reg(T *dqkv, float *Ds
 	}
 	__syncthreads(); // Qs and dOs become the second key/value buffer
 	for (int t = 0; t < nt; t++) {
-		wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> dsf[TC_TILE / 16];
 		const T *Kt = (t & 1) ? Qs : Ks, *Vt = (t & 1) ? dOs : Vs;
 		int j0 = t * TC_TILE;
 		bool diag = j0 + TC_TILE > q0 + 16 * w || j0 + TC_TILE > g.T || q0 + 16 * w + 16 > g.T;
@@ -479,20 +478,21 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_reg(T *dqkv, float *Ds
 				wm::mma_sync(sf, qf[k], kf, sf);
 				wm::mma_sync(dp, df[k], vf, dp);
 			}
+			wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> dsf;
 			for (int e = 0; e < 8; e++) {
 				int h2 = (e >> 1) & 1, ii = q0 + 16 * w + fr_row(lane, e), j = j0 + 16 * n + fr_col(lane, e);
 				float p = exp2f(sf.x[e] * sl2 - Lrow[h2]);
 				if (diag && !(j <= ii && j < g.T && ii < g.T))
 					p = 0.0f;
-				dsf[n].x[e] = from_f<T>(p * (dp.x[e] - Drow[h2]));
+				dsf.x[e] = from_f<T>(p * (dp.x[e] - Drow[h2]));
+			}
+			// this block of 16 keys' share of dQ at once: one dS fragment live, not four
+			for (int c = 0; c < HD / 16; c++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> kf;
+				wm::load_matrix_sync(kf, Kt + 16 * n * D::LDT + 16 * c, D::LDT);
+				wm::mma_sync(dq[c], dsf, kf, dq[c]);
 			}
 		}
-		for (int n = 0; n < HD / 16; n++)
-			for (int k = 0; k < TC_TILE / 16; k++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> kf;
-				wm::load_matrix_sync(kf, Kt + 16 * k * D::LDT + 16 * n, D::LDT);
-				wm::mma_sync(dq[n], dsf[k], kf, dq[n]);
-			}
 		__syncthreads(); // the buffer read here is the one the next step loads into
 	}
 	for (int n = 0; n < HD / 16; n++)
@@ -553,7 +553,6 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_reg(T *dqkv, const fl
 	}
 	__syncthreads(); // Ks and Vs become the second query buffer
 	for (int t = 0; t < nt; t++) {
-		wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pt[TC_TILE / 16], dst[TC_TILE / 16];
 		const T *Qt = (t & 1) ? Ks : Qs, *Ot = (t & 1) ? Vs : dOs;
 		const float *Ls = LD + (t & 1) * 2 * TC_TILE, *Ds = Ls + TC_TILE;
 		int i0 = k0 + (t % nq) * TC_TILE;
@@ -575,23 +574,24 @@ __global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_reg(T *dqkv, const fl
 				wm::mma_sync(sf, kf[k], qb, sf);
 				wm::mma_sync(dp, vf[k], db, dp);
 			}
+			wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pt, dst;
 			for (int e = 0; e < 8; e++) {
 				int c = 16 * n + fr_col(lane, e), ii = i0 + c, j = k0 + 16 * w + fr_row(lane, e);
 				float p = exp2f(sf.x[e] * sl2 - Ls[c] * LOG2E);
 				if (diag && !(ii >= j && ii < g.T && j < g.T))
 					p = 0.0f;
-				pt[n].x[e] = from_f<T>(p);
-				dst[n].x[e] = from_f<T>(p * (dp.x[e] - Ds[c]));
+				pt.x[e] = from_f<T>(p);
+				dst.x[e] = from_f<T>(p * (dp.x[e] - Ds[c]));
+			}
+			// this block of 16 queries' share of dV and dK at once
+			for (int c = 0; c < HD / 16; c++) {
+				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> ob, qb;
+				wm::load_matrix_sync(ob, Ot + 16 * n * D::LDT + 16 * c, D::LDT);
+				wm::load_matrix_sync(qb, Qt + 16 * n * D::LDT + 16 * c, D::LDT);
+				wm::mma_sync(dv[c], pt, ob, dv[c]);
+				wm::mma_sync(dk[c], dst, qb, dk[c]);
 			}
 		}
-		for (int n = 0; n < HD / 16; n++)
-			for (int k = 0; k < TC_TILE / 16; k++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> ob, qb;
-				wm::load_matrix_sync(ob, Ot + 16 * k * D::LDT + 16 * n, D::LDT);
-				wm::load_matrix_sync(qb, Qt + 16 * k * D::LDT + 16 * n, D::LDT);
-				wm::mma_sync(dv[n], pt[k], ob, dv[n]);
-				wm::mma_sync(dk[n], dst[k], qb, dk[n]);
-			}
 		__syncthreads(); // the buffer read here is the one the next step loads into
 	}
 	for (int n = 0; n < HD / 16; n++)
