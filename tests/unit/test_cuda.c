@@ -483,6 +483,41 @@ static void test_rope_embed_classifier(enum mt_dtype dt)
 	free(cs), free(orig), free(r);
 }
 
+/* the classifier on rows long enough for the 16-byte path (odd V: each row starts at a
+ * different alignment) */
+static void test_classifier_wide(enum mt_dtype dt)
+{
+	int N = 9, V = 9001, count = 0;
+	struct buf lg = mk(dt, (int64_t)N * V, 6), loss = out(MT_F32, N);
+	double rl[9], *r = malloc((size_t)N * V * 8);
+	int32_t tgt[9], *dtgt;
+
+	for (int n = 0; n < N; n++) {
+		tgt[n] = n == 4 ? -1 : (int32_t)((n * 977 + 5) % V);
+		count += tgt[n] >= 0;
+	}
+	cudaMalloc((void **)&dtgt, sizeof(tgt));
+	cudaMemcpy(dtgt, tgt, sizeof(tgt), cudaMemcpyHostToDevice);
+	for (int n = 0; n < N; n++) {
+		const float *z = lg.h + (int64_t)n * V;
+		double mx = -1e300, sm = 0;
+		for (int v = 0; v < V; v++)
+			mx = fmax(mx, z[v]);
+		for (int v = 0; v < V; v++)
+			sm += exp(z[v] - mx);
+		rl[n] = tgt[n] < 0 ? 0 : log(sm) + mx - z[tgt[n]];
+		for (int v = 0; v < V; v++)
+			r[(int64_t)n * V + v] = tgt[n] < 0 ? 0 : (exp(z[v] - mx) / sm - (v == tgt[n])) / count;
+	}
+	ok(!mt_classifier(dt, lg.d, loss.d, dtgt, N, V, 1, 1.0f / (float)count), "classifier runs (V %d)", V);
+	fetch(&lg), fetch(&loss);
+	CHECK(loss.h, rl, N, dt, "classifier loss, long rows");
+	CHECK(lg.h, r, (int64_t)N * V, dt, "classifier gradient, long rows");
+	cudaFree(dtgt);
+	drop(&lg), drop(&loss);
+	free(r);
+}
+
 /* AdamW: bit for bit against lib/optim.c; the sum of squares against mt_grad_sumsq */
 static void test_adamw(void)
 {
@@ -700,6 +735,7 @@ int main(void)
 		test_norm(dt, 1, 203);
 		test_act(dt);
 		test_rope_embed_classifier(dt);
+		test_classifier_wide(dt);
 		test_attention(dt, 2, 70, 4, 4, 16);
 		test_attention(dt, 1, 130, 4, 2, 64);
 		test_attention(dt, 1, 40, 2, 1, 128);
