@@ -1,5 +1,6 @@
 // classifier.cu: cross-entropy and its gradient over a chunk of logits rows (see
-// classifier.h). One block per row; max, then the sum of exponentials, in fp32; block
+// classifier.h). One block per row; the max and the sum of exponentials in one pass
+// (each thread's running pair, rescaled as its max grows), 16-byte loads, fp32; block
 // sums in a fixed tree order.
 #include "classifier.h"
 
@@ -22,14 +23,48 @@ __device__ float block_reduce(float v, int is_max)
 	return v;
 }
 
+// a row in three parts: elements up to the first 16-byte boundary, 16-byte vectors, the
+// rest (rows of an odd V start anywhere)
+template <typename T> struct rowparts {
+	static constexpr int VEC = 16 / sizeof(T);
+	int64_t head, end; // [0, head) and [end, V) element by element, [head, end) in vectors
+	__device__ rowparts(const T *z, int64_t V)
+	{
+		head = (int64_t)((16 - ((uintptr_t)z & 15)) & 15) / (int64_t)sizeof(T);
+		head = head < V ? head : V;
+		end = head + (V - head) / VEC * VEC;
+	}
+};
+
+template <typename T> union vec16 {
+	int4 v;
+	T e[16 / sizeof(T)];
+};
+
+// running max and sum of exp(x - max), x taken in groups of n
+template <int N> __device__ __forceinline__ void online(float &mx, float &sum, const float *x)
+{
+	float vm = x[0];
+	for (int k = 1; k < N; k++)
+		vm = fmaxf(vm, x[k]);
+	if (vm > mx) {
+		sum *= expf(mx - vm);
+		mx = vm;
+	}
+	for (int k = 0; k < N; k++)
+		sum += expf(x[k] - mx);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(THREADS) classifier_k(T *logits, float *loss, const int32_t *target, int64_t V,
 							int grad, float gscale)
 {
+	constexpr int VEC = rowparts<T>::VEC;
 	int64_t n = blockIdx.x;
 	T *z = logits + n * V;
 	int t = target[n];
-	float mx = -INFINITY, sum = 0;
+	float mx = -INFINITY, sum = 0, zt = 0;
+	rowparts<T> rp(z, V);
 
 	if (t < 0) {
 		if (threadIdx.x == 0)
@@ -39,21 +74,45 @@ __global__ void __launch_bounds__(THREADS) classifier_k(T *logits, float *loss, 
 				z[v] = from_f<T>(0.0f);
 		return;
 	}
-	for (int64_t v = threadIdx.x; v < V; v += THREADS)
-		mx = fmaxf(mx, to_f(z[v]));
-	mx = block_reduce(mx, 1);
-	for (int64_t v = threadIdx.x; v < V; v += THREADS)
-		sum += expf(to_f(z[v]) - mx);
-	sum = block_reduce(sum, 0);
 	if (threadIdx.x == 0)
-		loss[n] = logf(sum) + mx - to_f(z[t]);
-	__syncthreads(); // z[t] read before it is overwritten
+		zt = to_f(z[t]); // read before the gradient overwrites it (the reductions below order the two)
+	// one pass: each thread's running max and sum, then the block's, in a fixed order
+	for (int64_t v = threadIdx.x; v < rp.head; v += THREADS) {
+		float x = to_f(z[v]);
+		online<1>(mx, sum, &x);
+	}
+	for (int64_t v = rp.head + (int64_t)threadIdx.x * VEC; v < rp.end; v += (int64_t)THREADS * VEC) {
+		vec16<T> u;
+		float x[VEC];
+		u.v = *(const int4 *)(z + v);
+		for (int k = 0; k < VEC; k++)
+			x[k] = to_f(u.e[k]);
+		online<VEC>(mx, sum, x);
+	}
+	for (int64_t v = rp.end + threadIdx.x; v < V; v += THREADS) {
+		float x = to_f(z[v]);
+		online<1>(mx, sum, &x);
+	}
+	{
+		float bm = block_reduce(mx, 1);
+		sum = block_reduce(sum > 0 ? sum * expf(mx - bm) : 0.0f, 0);
+		mx = bm;
+	}
+	if (threadIdx.x == 0)
+		loss[n] = logf(sum) + mx - zt;
 	if (grad) {
 		float inv = 1.0f / sum;
-		for (int64_t v = threadIdx.x; v < V; v += THREADS) {
-			float p = expf(to_f(z[v]) - mx) * inv;
-			z[v] = from_f<T>((p - (v == t ? 1.0f : 0.0f)) * gscale);
+		for (int64_t v = threadIdx.x; v < rp.head; v += THREADS)
+			z[v] = from_f<T>((expf(to_f(z[v]) - mx) * inv - (v == t ? 1.0f : 0.0f)) * gscale);
+		for (int64_t v = rp.head + (int64_t)threadIdx.x * VEC; v < rp.end; v += (int64_t)THREADS * VEC) {
+			vec16<T> u;
+			u.v = *(const int4 *)(z + v);
+			for (int k = 0; k < VEC; k++)
+				u.e[k] = from_f<T>((expf(to_f(u.e[k]) - mx) * inv - (v + k == t ? 1.0f : 0.0f)) * gscale);
+			*(int4 *)(z + v) = u.v;
 		}
+		for (int64_t v = rp.end + threadIdx.x; v < V; v += THREADS)
+			z[v] = from_f<T>((expf(to_f(z[v]) - mx) * inv - (v == t ? 1.0f : 0.0f)) * gscale);
 	}
 }
 

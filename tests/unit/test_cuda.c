@@ -58,6 +58,20 @@ static float bf2f(uint16_t b)
 	memcpy(&f, &u, 4);
 	return f;
 }
+/* IEEE half, round to nearest even (the compiler's _Float16) */
+static uint16_t f2h(float f)
+{
+	_Float16 h = (_Float16)f;
+	uint16_t u;
+	memcpy(&u, &h, 2);
+	return u;
+}
+static float h2f(uint16_t b)
+{
+	_Float16 h;
+	memcpy(&h, &b, 2);
+	return (float)h;
+}
 
 /* a device buffer of n elements of type dt, and its host view as floats */
 struct buf {
@@ -80,6 +94,9 @@ static struct buf mk(enum mt_dtype dt, int64_t n, double scale)
 		if (dt == MT_BF16) {
 			tmp[i] = f2bf(b.h[i]);
 			b.h[i] = bf2f(tmp[i]);
+		} else if (dt == MT_F16) {
+			tmp[i] = f2h(b.h[i]);
+			b.h[i] = h2f(tmp[i]);
 		}
 	}
 	cudaMemcpy(b.d, dt == MT_F32 ? (void *)b.h : (void *)tmp, (size_t)n * esz(dt), cudaMemcpyHostToDevice);
@@ -91,7 +108,7 @@ static struct buf out(enum mt_dtype dt, int64_t n)
 {
 	struct buf b = { dt, n, NULL, malloc((size_t)n * 4) };
 	cudaMalloc(&b.d, (size_t)n * esz(dt));
-	cudaMemset(b.d, 0xff, (size_t)n * esz(dt)); /* NaN in fp32 and bf16 */
+	cudaMemset(b.d, 0xff, (size_t)n * esz(dt)); /* NaN in fp32, bf16 and fp16 */
 	return b;
 }
 
@@ -104,7 +121,7 @@ static void fetch(struct buf *b)
 	} else {
 		cudaMemcpy(tmp, b->d, (size_t)b->n * 2, cudaMemcpyDeviceToHost);
 		for (int64_t i = 0; i < b->n; i++)
-			b->h[i] = bf2f(tmp[i]);
+			b->h[i] = b->dt == MT_F16 ? h2f(tmp[i]) : bf2f(tmp[i]);
 	}
 	free(tmp);
 }
@@ -132,7 +149,7 @@ static double relerr(const float *got, const double *ref, int64_t n)
 }
 
 static double tol(enum mt_dtype dt) { return dt == MT_F32 ? 1e-5 : 1e-2; }
-static const char *dn(enum mt_dtype dt) { return dt == MT_F32 ? "fp32" : "bf16"; }
+static const char *dn(enum mt_dtype dt) { return dt == MT_F32 ? "fp32" : dt == MT_F16 ? "fp16" : "bf16"; }
 
 #define CHECK(got, ref, n, dt, what)                                                               \
 	do {                                                                                       \
@@ -349,7 +366,7 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 	snprintf(what, sizeof(what), "attention fwd B%d T%d heads %d/%d hd %d", B, T, np, ng, hd);
 	CHECK(y.h, ry, N * q, dt, what);
 	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d", B, T, np, ng, hd);
-	CHECK(dqkv.h, rd, N * row, dt == MT_F32 ? MT_F32 : MT_BF16, what);
+	CHECK(dqkv.h, rd, N * row, dt, what);
 	cudaFree(scr);
 	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&dqkv);
 	free(ry), free(rd), free(p);
@@ -464,6 +481,41 @@ static void test_rope_embed_classifier(enum mt_dtype dt)
 	cudaFree(dcs), cudaFree(dtok), cudaFree(dtgt);
 	drop(&qkv), drop(&lg), drop(&loss), drop(&wte), drop(&wpe), drop(&x), drop(&dx), drop(&gwte), drop(&gwpe);
 	free(cs), free(orig), free(r);
+}
+
+/* the classifier on rows long enough for the 16-byte path (odd V: each row starts at a
+ * different alignment) */
+static void test_classifier_wide(enum mt_dtype dt)
+{
+	int N = 9, V = 9001, count = 0;
+	struct buf lg = mk(dt, (int64_t)N * V, 6), loss = out(MT_F32, N);
+	double rl[9], *r = malloc((size_t)N * V * 8);
+	int32_t tgt[9], *dtgt;
+
+	for (int n = 0; n < N; n++) {
+		tgt[n] = n == 4 ? -1 : (int32_t)((n * 977 + 5) % V);
+		count += tgt[n] >= 0;
+	}
+	cudaMalloc((void **)&dtgt, sizeof(tgt));
+	cudaMemcpy(dtgt, tgt, sizeof(tgt), cudaMemcpyHostToDevice);
+	for (int n = 0; n < N; n++) {
+		const float *z = lg.h + (int64_t)n * V;
+		double mx = -1e300, sm = 0;
+		for (int v = 0; v < V; v++)
+			mx = fmax(mx, z[v]);
+		for (int v = 0; v < V; v++)
+			sm += exp(z[v] - mx);
+		rl[n] = tgt[n] < 0 ? 0 : log(sm) + mx - z[tgt[n]];
+		for (int v = 0; v < V; v++)
+			r[(int64_t)n * V + v] = tgt[n] < 0 ? 0 : (exp(z[v] - mx) / sm - (v == tgt[n])) / count;
+	}
+	ok(!mt_classifier(dt, lg.d, loss.d, dtgt, N, V, 1, 1.0f / (float)count), "classifier runs (V %d)", V);
+	fetch(&lg), fetch(&loss);
+	CHECK(loss.h, rl, N, dt, "classifier loss, long rows");
+	CHECK(lg.h, r, (int64_t)N * V, dt, "classifier gradient, long rows");
+	cudaFree(dtgt);
+	drop(&lg), drop(&loss);
+	free(r);
 }
 
 /* AdamW: bit for bit against lib/optim.c; the sum of squares against mt_grad_sumsq */
@@ -683,11 +735,17 @@ int main(void)
 		test_norm(dt, 1, 203);
 		test_act(dt);
 		test_rope_embed_classifier(dt);
+		test_classifier_wide(dt);
 		test_attention(dt, 2, 70, 4, 4, 16);
 		test_attention(dt, 1, 130, 4, 2, 64);
 		test_attention(dt, 1, 40, 2, 1, 128);
 		test_attention(dt, 2, 300, 6, 2, 64);
+		test_attention(dt, 1, 200, 4, 2, 128); /* several tiles, GQA, head size 128 */
 	}
+	/* fp16 attention (the tensor-core kernels at head sizes 64 and 128, CUDA cores below) */
+	test_attention(MT_F16, 2, 70, 4, 4, 16);
+	test_attention(MT_F16, 2, 300, 6, 2, 64);
+	test_attention(MT_F16, 1, 200, 4, 2, 128);
 	test_adamw();
 	mt_lt_destroy(lt);
 	cudaFree(ws);
