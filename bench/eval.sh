@@ -8,7 +8,7 @@
 # ratio of tokens/s (window positions per second) is printed. mt-eval's time is its whole task
 # (tokenizing included); PyTorch's is its forward passes only.
 #   bench/eval.sh                       CPU (this machine), the defaults below
-#   DEVICE=cuda bench/eval.sh           on the GPU machine, once mt-eval has --device cuda
+#   DEVICE=cuda bench/eval.sh           on the GPU machine (fp32, both sides)
 #   DOCS=200 SEQ=256 STRIDE=256 MBS=4 THREADS=2 CONF=share/configs/gpt2-small.conf bench/eval.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,10 +28,8 @@ bin/mt-train -q --config "$CONF" --seq-length "$SEQ" --max-position-embeddings "
 	--tokenizer-type GPT2BPETokenizer --vocab-file "$W/bpe-vocab.json" --merge-file "$W/bpe-merges.txt" \
 	--micro-batch-size 1 --train-iters 1 --lr 1e-4 --save "$W/ck"
 
-dev=()
-[ "$DEVICE" = cpu ] || dev=(--device "$DEVICE")
 bin/mt-eval -q --load "$W/ck" --wikitext "$W/text.txt" --overlapping-eval "$STRIDE" --micro-batch-size "$MBS" \
-	--json "${dev[@]}" > "$W/mt.json"
+	--json --device "$DEVICE" > "$W/mt.json"
 /usr/bin/python3 tests/reference/torch_eval.py "$W/ck/iter_0000001/model.h5" --vocab-file "$W/bpe-vocab.json" \
 	--merge-file "$W/bpe-merges.txt" --wikitext "$W/text.txt" --overlapping-eval "$STRIDE" \
 	--micro-batch-size "$MBS" --threads "$THREADS" --device "$DEVICE" > "$W/torch.json"

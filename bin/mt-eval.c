@@ -44,7 +44,7 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_LOAD = 256, O_WATCH, O_LEDGER, O_WAIT, O_VALID, O_TEST, O_WIKITEXT, O_LAMBADA, O_OVERLAP, O_MBS,
-	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE, O_DETOK,
+	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE, O_DETOK, O_BF16,
 };
 
 static const struct mt_option opts[] = {
@@ -62,7 +62,8 @@ static const struct mt_option opts[] = {
 	{ "eval-samples", 0, MT_ARG_REQUIRED, O_EVAL_SAMPLES, "N", "samples of the split to evaluate (default eval-iters x global-batch-size)" },
 	{ "first-sample", 0, MT_ARG_REQUIRED, O_FIRST_SAMPLE, "N", "start at this sample of the split (default 0)" },
 	{ "json", 0, MT_ARG_NONE, O_JSON, NULL, "one JSON object per task per line" },
-	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cpu (cuda arrives with the GPU backend)" },
+	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cuda or cpu (default: cuda when a GPU is visible)" },
+	{ "bf16", 0, MT_ARG_NONE, O_BF16, NULL, "cuda: bf16 weights and activations (default fp32)" },
 	MT_DATA_OPTIONS,
 	{ 0 },
 };
@@ -76,8 +77,9 @@ static const char *const task_names[T_N] = { "valid", "test", "wikitext", "lamba
 struct cli {
 	int argc;
 	char **argv;
-	const char *load, *watch, *ledger, *wikitext, *lambada, *device;
+	const char *load, *watch, *ledger, *wikitext, *lambada;
 	int wait, json, quiet, task[T_N];
+	int device_cuda, bf16;              /* device_cuda -1: cuda when a GPU is visible */
 	int detok;                          /* -1: auto */
 	long long overlap, mbs, eval_samples, first_sample;
 	int data_sources;                   /* a data source flag on the command line */
@@ -518,8 +520,15 @@ static void eval_checkpoint(const struct cli *c, const char *path, const int *wa
 		}
 		mt_die_err(&e);
 	}
-	if (mt_lmeval_init(&ev, &m.cfg, &m.params, m.w, (int)c->mbs, &e))
-		mt_die_err(&e);
+	{
+		struct mt_backend_opts bo = { 0 };
+		bo.precision = c->bf16 ? MT_PREC_BF16 : MT_PREC_FP32;
+		bo.deterministic = 1;
+		bo.quiet = c->quiet;
+		if (mt_lmeval_init(&ev, &m.cfg, &m.params, m.w, (int)c->mbs, c->device_cuda ? &mt_backend_cuda : &mt_backend_cpu,
+				   &bo, &e))
+			mt_die_err(&e);
+	}
 	if (!c->quiet)
 		mt_info("evaluating '%s' (iteration %lld)", m.iterdir, (long long)m.iteration);
 	for (int k = 0; k < T_N; k++) {
@@ -617,6 +626,7 @@ int main(int argc, char **argv)
 	c.mbs = 4;
 	c.eval_samples = -1;
 	c.detok = -1;
+	c.device_cuda = -1;
 	mt_dataopts_init(&d);
 	if (mt_opt_init(&o, &info, opts, argc, argv))
 		mt_die_err(&o.err);
@@ -651,9 +661,14 @@ int main(int argc, char **argv)
 				mt_die_usage(&o, "--detokenizer must be auto, none, wikitext, ptb or lambada, not '%s'", o.arg);
 			break;
 		case O_DEVICE:
-			if (strcmp(o.arg, "cpu"))
-				mt_die_usage(&o, "--device %s: only cpu in this version (the CUDA backend is coming)", o.arg);
+			if (!strcmp(o.arg, "cpu"))
+				c.device_cuda = 0;
+			else if (!strcmp(o.arg, "cuda"))
+				c.device_cuda = 1;
+			else
+				mt_die_usage(&o, "--device must be cuda or cpu, not '%s'", o.arg);
 			break;
+		case O_BF16: c.bf16 = 1; break;
 		}
 	}
 	c.quiet = o.quiet;
@@ -673,6 +688,10 @@ int main(int argc, char **argv)
 		mt_die_usage(&o, "--ledger goes with --watch");
 	if (!ntasks)
 		mt_die_usage(&o, "no task: give --valid, --test, --data-path, --wikitext FILE or --lambada FILE");
+	if (c.device_cuda < 0)
+		c.device_cuda = mt_backend_cuda_usable();
+	if (!c.device_cuda && c.bf16)
+		mt_die_usage(&o, "--bf16 needs --device cuda (the CPU computes in fp32)");
 	if (c.load) {
 		eval_checkpoint(&c, c.load, c.task, NULL, &header);
 		return 0;

@@ -20,6 +20,13 @@
 
 struct mt_backend;
 
+/* one row of a scored micro-batch (score_rows) */
+struct mt_score_row {
+	double loss;       /* sum of -log p(target) over the counted targets */
+	int64_t count;     /* counted targets */
+	int64_t correct;   /* counted targets where the argmax is the target */
+};
+
 struct mt_backend_ops {
 	const char *name;
 	int (*init)(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
@@ -43,6 +50,14 @@ struct mt_backend_ops {
 	 * (dp.h); NULL from a backend that keeps them on a device and moves them itself */
 	float *(*host_weights)(struct mt_backend *b);
 	float *(*host_grads)(struct mt_backend *b);
+	/* evaluation: the forward pass of rows <= micro_batch rows of [seq_length] tokens
+	 * and targets (-1: not counted; every id below vocab_size), nothing kept for a
+	 * backward pass; per row the summed -log p of the counted targets, their count and
+	 * how many the argmax gets right. real_vocab 0: the softmax and argmax over the
+	 * padded vocabulary (training's loss); 1: over the tokenizer's vocab_size ids,
+	 * renormalized (lmeval.h says why). Per-row sums in position order, in double. */
+	int (*score_rows)(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
+			  int real_vocab, struct mt_score_row *out, struct mt_err *err);
 };
 
 /* How a backend computes; the CPU backend reads none of it (fp32 always). The caller
@@ -58,6 +73,10 @@ struct mt_backend_opts {
 	int loss_scale_window;          /* dynamic: 1000 good steps before doubling */
 	int hysteresis;                 /* dynamic: 2 overflows before halving */
 	int quiet;
+	/* evaluation only (score_rows): no gradients, no AdamW state, load_state takes the
+	 * weights alone; the CPU backend then borrows the weights given to load_state
+	 * (they must outlive it) instead of copying them */
+	int inference;
 };
 
 struct mt_backend {

@@ -2,6 +2,7 @@
  * optim.c's AdamW (see backend.h). */
 #include "backend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@ struct cpu {
 	const struct mt_config *c;
 	const struct mt_params *t;
 	float *w, *g, *m, *v;
+	int borrowed; /* inference: w is the caller's */
 	struct mt_gpt_acts acts;
 };
 
@@ -21,7 +23,9 @@ static void cpu_free(struct mt_backend *b)
 	if (!s)
 		return;
 	mt_gpt_acts_free(&s->acts);
-	free(s->w), free(s->g), free(s->m), free(s->v);
+	if (!s->borrowed)
+		free(s->w);
+	free(s->g), free(s->m), free(s->v);
 	free(s);
 	b->state = NULL;
 }
@@ -36,6 +40,14 @@ static int cpu_init(struct mt_backend *b, const struct mt_config *c, const struc
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	s->c = c;
 	s->t = t;
+	if (b->opt.inference) {
+		s->borrowed = 1;
+		if (mt_gpt_acts_alloc(&s->acts, c, micro_batch, c->seq_length, 0, err)) {
+			cpu_free(b);
+			return -1;
+		}
+		return 0;
+	}
 	s->w = malloc((size_t)t->total * sizeof(float));
 	s->g = calloc((size_t)t->total, sizeof(float));
 	s->m = calloc((size_t)t->total, sizeof(float));
@@ -56,6 +68,10 @@ static int cpu_load_state(struct mt_backend *b, const float *w, const float *m, 
 	struct cpu *s = b->state;
 	size_t n = (size_t)s->t->total * sizeof(float);
 
+	if (s->borrowed) {
+		s->w = (float *)w;
+		return 0;
+	}
 	memcpy(s->w, w, n);
 	if (m)
 		memcpy(s->m, m, n);
@@ -135,7 +151,7 @@ static size_t cpu_bytes(const struct mt_backend *b)
 {
 	const struct cpu *s = b->state;
 
-	return (size_t)s->t->total * 16 + s->acts.bytes;
+	return (s->borrowed ? 0 : (size_t)s->t->total * 16) + s->acts.bytes;
 }
 
 static float *cpu_host_weights(struct mt_backend *b)
@@ -146,6 +162,51 @@ static float *cpu_host_weights(struct mt_backend *b)
 static float *cpu_host_grads(struct mt_backend *b)
 {
 	return ((struct cpu *)b->state)->g;
+}
+
+/* the softmax gpt.c leaves after the forward pass, read as lmeval did before the
+ * backends scored: -log p in double, the argmax the first largest probability */
+static int cpu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
+			  int real_vocab, struct mt_score_row *out, struct mt_err *err)
+{
+	struct cpu *s = b->state;
+	int64_t T = s->c->seq_length, V = s->c->padded_vocab_size, vocab = s->c->vocab_size;
+	int B = s->acts.B;
+	const float *p;
+
+	if (rows < 1 || rows > B)
+		return mt_err_set(err, MT_EXIT_USAGE, "score_rows: %lld rows, the micro-batch is %d", (long long)rows, B);
+	/* a partial micro-batch runs as a smaller one: the forward pass lays its
+	 * activations out by acts.B, in the prefix of each buffer */
+	s->acts.B = (int)rows;
+	mt_gpt_forward_f32(s->c, s->t, s->w, tokens, targets, &s->acts, NULL);
+	s->acts.B = B;
+	p = mt_gpt_probs_f32(&s->acts);
+	for (int64_t r = 0; r < rows; r++) {
+		struct mt_score_row *o = &out[r];
+		memset(o, 0, sizeof(*o));
+		for (int64_t j = 0; j < T; j++) {
+			int32_t y = targets[r * T + j];
+			const float *z = p + (r * T + j) * V;
+			int64_t best = 0, nv = real_vocab ? vocab : V;
+			double pt, sum = 1;
+			if (y < 0)
+				continue;
+			if (real_vocab) {
+				sum = 0;
+				for (int64_t v = 0; v < nv; v++)
+					sum += z[v];
+			}
+			pt = z[y] / sum;
+			o->loss += -log(pt > 1e-300 ? pt : 1e-300);
+			o->count++;
+			for (int64_t v = 1; v < nv; v++)
+				if (z[v] > z[best])
+					best = v;
+			o->correct += best == y;
+		}
+	}
+	return 0;
 }
 
 const struct mt_backend_ops mt_backend_cpu = {
@@ -162,4 +223,5 @@ const struct mt_backend_ops mt_backend_cpu = {
 	.bytes = cpu_bytes,
 	.host_weights = cpu_host_weights,
 	.host_grads = cpu_host_grads,
+	.score_rows = cpu_score_rows,
 };

@@ -31,6 +31,7 @@
 #include "../kernels/adamw.h"
 #include "../kernels/attention.h"
 #include "../kernels/classifier.h"
+#include "../kernels/classifier_score.h"
 #include "../kernels/device.h"
 #include "../kernels/embed.h"
 #include "../kernels/gelu.h"
@@ -76,13 +77,13 @@ struct cu {
 	void *res, *lnf, *dres, *dln, *dbig, *dsmall, *logits;
 	struct slot *slots;
 	float *lnfs, *rowloss, *scratch, *dsum, *rope_cs;
-	int32_t *tok, *tgt, *u_tok, *u_start, *u_pos;
+	int32_t *tok, *tgt, *hit, *u_tok, *u_start, *u_pos;
 	struct mt_chunk *chunks;
 	int64_t nchunks;
 	double *partial, *sumsq;
 	struct mt_lt *lt;
 	/* host */
-	int32_t *h_count, *h_u, *h_start, *h_pos;
+	int32_t *h_count, *h_u, *h_start, *h_pos, *h_hit, *h_tok, *h_tgt;
 	float *h_loss;
 	float gclip;
 	int failed;
@@ -213,6 +214,7 @@ static size_t plan_acts(struct cu *s, char *base)
 	s->rope_cs = take(&k, (size_t)s->T * (size_t)s->hd * sizeof(float));
 	s->tok = take(&k, N * sizeof(int32_t));
 	s->tgt = take(&k, N * sizeof(int32_t));
+	s->hit = take(&k, N * sizeof(int32_t));
 	s->u_tok = take(&k, N * sizeof(int32_t));
 	s->u_start = take(&k, (N + 1) * sizeof(int32_t));
 	s->u_pos = take(&k, N * sizeof(int32_t));
@@ -245,6 +247,7 @@ static void cuda_free(struct mt_backend *b)
 			cudaFree(s->mem[i]);
 	free(s->slots);
 	free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
+	free(s->h_hit), free(s->h_tok), free(s->h_tgt);
 	free(s);
 	b->state = NULL;
 }
@@ -291,7 +294,8 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->f = c->ffn_hidden_size;
 	s->fc1 = c->swiglu ? 2 * s->f : s->f;
 	s->V = c->padded_vocab_size;
-	s->nslots = s->o.recompute_full ? 1 : s->L;
+	/* inference keeps nothing for a backward pass: one layer's slot serves them all */
+	s->nslots = s->o.recompute_full || s->o.inference ? 1 : s->L;
 	s->chunk_rows = (int64_t)(LOGITS_BYTES / ((size_t)s->V * s->es));
 	if (s->chunk_rows < 1)
 		s->chunk_rows = 1;
@@ -322,12 +326,16 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->h_start = malloc((size_t)(s->N + 1) * sizeof(int32_t));
 	s->h_pos = malloc((size_t)s->N * sizeof(int32_t));
 	s->h_loss = malloc((size_t)s->N * sizeof(float));
-	if (!s->slots || !s->h_count || !s->h_u || !s->h_start || !s->h_pos || !s->h_loss)
+	s->h_hit = malloc((size_t)s->N * sizeof(int32_t));
+	s->h_tok = malloc((size_t)s->N * sizeof(int32_t));
+	s->h_tgt = malloc((size_t)s->N * sizeof(int32_t));
+	if (!s->slots || !s->h_count || !s->h_u || !s->h_start || !s->h_pos || !s->h_loss || !s->h_hit || !s->h_tok ||
+	    !s->h_tgt)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 
 	s->bytes[0] = (size_t)t->total * (4 + (s->dt == MT_F32 ? 0 : s->es)) + 256;
-	s->bytes[1] = (size_t)t->total * 4;
-	s->bytes[2] = (size_t)t->total * 8 + 256;
+	s->bytes[1] = s->o.inference ? 0 : (size_t)t->total * 4;
+	s->bytes[2] = s->o.inference ? 0 : (size_t)t->total * 8 + 256;
 	s->bytes[3] = plan_acts(s, NULL);
 	need = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->bytes[3];
 	e = cudaMemGetInfo(&free_b, &total_b);
@@ -346,6 +354,8 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 				  "or use --recompute-granularity full",
 				  gib(need), gib(s->bytes[0]), gib(s->bytes[1]), gib(s->bytes[2]), gib(s->bytes[3]), gib(free_b));
 	for (int i = 0; i < 4; i++) {
+		if (!s->bytes[i])
+			continue;
 		e = cudaMalloc(&s->mem[i], s->bytes[i]);
 		if (e != cudaSuccess)
 			return mt_err_set(err, MT_EXIT_IO, "cannot allocate %.2f GiB of GPU memory for the %s: %s",
@@ -355,7 +365,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->wc = s->dt == MT_F32 ? (void *)s->w : (void *)((char *)s->mem[0] + (((size_t)t->total * 4 + 255) & ~(size_t)255));
 	s->g = s->mem[1];
 	s->m = s->mem[2];
-	s->v = (float *)((char *)s->mem[2] + (((size_t)t->total * 4 + 255) & ~(size_t)255));
+	s->v = s->m ? (float *)((char *)s->mem[2] + (((size_t)t->total * 4 + 255) & ~(size_t)255)) : NULL;
 	plan_acts(s, s->mem[3]);
 	if (mt_lt_create(&s->lt, (char *)s->mem[3] + s->bytes[3] - workspace_bytes(), workspace_bytes()))
 		return mt_err_set(err, MT_EXIT_IO, "cuBLASLt: %s", mt_cuda_error());
@@ -388,7 +398,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		e = cudaMemcpy(s->rope_cs, cs, (size_t)s->T * (size_t)s->hd * sizeof(float), cudaMemcpyHostToDevice);
 	free(hc);
 	free(cs);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess && s->g)
 		e = cudaMemset(s->g, 0, s->bytes[1]);
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "GPU copy: %s", cudaGetErrorString(e));
@@ -401,9 +411,9 @@ static int cuda_load_state(struct mt_backend *b, const float *w, const float *m,
 	size_t n = (size_t)s->t->total * sizeof(float);
 	cudaError_t e = cudaMemcpy(s->w, w, n, cudaMemcpyHostToDevice);
 
-	if (e == cudaSuccess)
+	if (e == cudaSuccess && s->m)
 		e = m ? cudaMemcpy(s->m, m, n, cudaMemcpyHostToDevice) : cudaMemset(s->m, 0, n);
-	if (e == cudaSuccess)
+	if (e == cudaSuccess && s->v)
 		e = v ? cudaMemcpy(s->v, v, n, cudaMemcpyHostToDevice) : cudaMemset(s->v, 0, n);
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "copying the state to the GPU: %s", cudaGetErrorString(e));
@@ -597,6 +607,66 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 	return 0;
 }
 
+/* evaluation: the forward pass, then per chunk of logits -log p and the argmax's hit
+ * per position (classifier_score.cu); a partial micro-batch is padded with uncounted
+ * rows. Per row, the positions summed in order in double on the host. */
+static int score(struct cu *s, int64_t rows, const int32_t *tokens, const int32_t *targets, int real_vocab,
+		 struct mt_score_row *out)
+{
+	const struct mt_config *c = s->c;
+	enum mt_dtype dt = s->dt;
+	int rms = c->normalization == MT_NORM_RMSNORM;
+	void *wout = c->untie_embeddings_and_output_weights ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
+	void *xL = row(s, s->res, s->L * s->N, s->h);
+	int64_t n = rows * s->T, nv = real_vocab ? c->vocab_size : s->V;
+
+	memcpy(s->h_tok, tokens, (size_t)n * sizeof(int32_t));
+	memcpy(s->h_tgt, targets, (size_t)n * sizeof(int32_t));
+	for (int64_t k = n; k < s->N; k++)
+		s->h_tok[k] = 0, s->h_tgt[k] = -1;
+	RT(cudaMemcpy(s->tok, s->h_tok, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	RT(cudaMemcpy(s->tgt, s->h_tgt, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	K(mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T, s->h));
+	for (int l = 0; l < s->L; l++)
+		if (layer_fwd(s, l, &s->slots[s->nslots == 1 ? 0 : l]))
+			return -1;
+	K(mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->N, s->h, rms,
+		      (float)c->norm_epsilon));
+	for (int64_t r0 = 0; r0 < n; r0 += s->chunk_rows) {
+		int64_t m = n - r0 < s->chunk_rows ? n - r0 : s->chunk_rows;
+		K(mt_linear_fwd(s->lt, dt, s->logits, row(s, s->lnf, r0, s->h), wout, NULL, NULL, m, s->h, s->V));
+		K(mt_classifier_score(dt, s->logits, s->rowloss + r0, s->hit + r0, s->tgt + r0, m, s->V, nv));
+	}
+	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+	RT(cudaMemcpy(s->h_hit, s->hit, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+	for (int64_t r = 0; r < rows; r++) {
+		struct mt_score_row *o = &out[r];
+		memset(o, 0, sizeof(*o));
+		for (int64_t j = 0; j < s->T; j++) {
+			int64_t k = r * s->T + j;
+			if (targets[k] < 0)
+				continue;
+			o->loss += s->h_loss[k];
+			o->count++;
+			o->correct += s->h_hit[k] != 0;
+		}
+	}
+	return 0;
+}
+
+static int cuda_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
+			   int real_vocab, struct mt_score_row *out, struct mt_err *err)
+{
+	struct cu *s = b->state;
+
+	if (rows < 1 || rows > s->B)
+		return mt_err_set(err, MT_EXIT_USAGE, "score_rows: %lld rows, the micro-batch is %lld", (long long)rows,
+				  (long long)s->B);
+	if (s->failed || score(s, rows, tokens, targets, real_vocab, out))
+		return mt_err_set(err, MT_EXIT_IO, "CUDA backend: %s", mt_cuda_error());
+	return 0;
+}
+
 static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
 {
 	struct cu *s = b->state;
@@ -755,6 +825,12 @@ static size_t cuda_bytes(const struct mt_backend *b)
 	(void)b;
 	return 0;
 }
+static int cuda_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
+			   int real_vocab, struct mt_score_row *out, struct mt_err *err)
+{
+	(void)b, (void)rows, (void)tokens, (void)targets, (void)real_vocab, (void)out;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
+}
 int mt_backend_cuda_usable(void)
 {
 	return 0;
@@ -774,4 +850,5 @@ const struct mt_backend_ops mt_backend_cuda = {
 	.adamw_step = cuda_adamw_step,
 	.get_grad = cuda_get_grad,
 	.bytes = cuda_bytes,
+	.score_rows = cuda_score_rows,
 };

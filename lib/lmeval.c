@@ -1,13 +1,13 @@
-/* lmeval.c: per-row losses and greedy decisions of a trained model on the CPU (see
- * lmeval.h). */
+/* lmeval.c: per-row losses and greedy decisions of a trained model, through a
+ * backend's score_rows (see lmeval.h). */
 #include "lmeval.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 int mt_lmeval_init(struct mt_lmeval *e, const struct mt_config *c, const struct mt_params *t, const float *w,
-		   int micro_batch, struct mt_err *err)
+		   int micro_batch, const struct mt_backend_ops *ops, const struct mt_backend_opts *opt,
+		   struct mt_err *err)
 {
 	memset(e, 0, sizeof(*e));
 	e->c = c;
@@ -19,11 +19,17 @@ int mt_lmeval_init(struct mt_lmeval *e, const struct mt_config *c, const struct 
 		return mt_err_set(err, MT_EXIT_USAGE, "the micro-batch size must be at least 1");
 	e->tok = malloc((size_t)e->B * (size_t)e->T * sizeof(int32_t));
 	e->tgt = malloc((size_t)e->B * (size_t)e->T * sizeof(int32_t));
-	if (!e->tok || !e->tgt) {
+	e->rows = malloc((size_t)e->B * sizeof(*e->rows));
+	if (!e->tok || !e->tgt || !e->rows) {
 		mt_lmeval_free(e);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	}
-	if (mt_gpt_acts_alloc(&e->acts, c, e->B, e->T, 0, err)) {
+	e->be.ops = ops ? ops : &mt_backend_cpu;
+	if (opt)
+		e->be.opt = *opt;
+	e->be.opt.inference = 1;
+	e->be_live = 1;
+	if (e->be.ops->init(&e->be, c, t, micro_batch, err) || e->be.ops->load_state(&e->be, w, NULL, NULL, err)) {
 		mt_lmeval_free(e);
 		return -1;
 	}
@@ -32,17 +38,20 @@ int mt_lmeval_init(struct mt_lmeval *e, const struct mt_config *c, const struct 
 
 void mt_lmeval_free(struct mt_lmeval *e)
 {
-	mt_gpt_acts_free(&e->acts);
+	if (e->be_live)
+		e->be.ops->free(&e->be);
+	e->be_live = 0;
 	free(e->tok);
 	free(e->tgt);
+	free(e->rows);
 	e->tok = e->tgt = NULL;
+	e->rows = NULL;
 }
 
 static int batch(struct mt_lmeval *e, int64_t n, const int32_t *rows, const uint8_t *mask, struct mt_lmeval_row *out,
 		 struct mt_err *err)
 {
-	int64_t T = e->T, V = e->c->padded_vocab_size, vocab = e->c->vocab_size;
-	const float *p;
+	int64_t T = e->T, vocab = e->c->vocab_size;
 
 	for (int64_t b = 0; b < n; b++)
 		for (int64_t j = 0; j < T; j++) {
@@ -54,35 +63,12 @@ static int batch(struct mt_lmeval *e, int64_t n, const int32_t *rows, const uint
 			e->tok[b * T + j] = r[j] < 0 ? 0 : r[j];
 			e->tgt[b * T + j] = y < 0 ? -1 : y;
 		}
-	/* a last, partial micro-batch runs as a smaller one: the forward pass lays its
-	 * activations out by acts.B, in the prefix of each buffer */
-	e->acts.B = (int)n;
-	mt_gpt_forward_f32(e->c, e->t, e->w, e->tok, e->tgt, &e->acts, NULL);
-	e->acts.B = e->B;
-	p = mt_gpt_probs_f32(&e->acts); /* the softmax, after the forward pass */
+	if (e->be.ops->score_rows(&e->be, n, e->tok, e->tgt, e->real_vocab, e->rows, err))
+		return -1;
 	for (int64_t b = 0; b < n; b++) {
-		struct mt_lmeval_row *o = &out[b];
-		memset(o, 0, sizeof(*o));
-		for (int64_t j = 0; j < T; j++) {
-			int32_t y = e->tgt[b * T + j];
-			const float *z = p + (b * T + j) * V;
-			int64_t best = 0, nv = e->real_vocab ? vocab : V;
-			double pt, sum = 1;
-			if (y < 0)
-				continue;
-			if (e->real_vocab) {
-				sum = 0;
-				for (int64_t v = 0; v < nv; v++)
-					sum += z[v];
-			}
-			pt = z[y] / sum;
-			o->loss += -log(pt > 1e-300 ? pt : 1e-300);
-			o->count++;
-			for (int64_t v = 1; v < nv; v++)
-				if (z[v] > z[best])
-					best = v;
-			o->correct += best == y;
-		}
+		out[b].loss = e->rows[b].loss;
+		out[b].count = e->rows[b].count;
+		out[b].correct = e->rows[b].correct;
 	}
 	return 0;
 }

@@ -8,11 +8,12 @@
  * mt-train do the same). Rows go through the model a micro-batch at a time, so memory
  * is that of one micro-batch of activations whatever the number of rows.
  *
- * This is the CPU path (gpt.h: one forward pass, then the softmax it leaves in the
- * logits buffer). The cross-entropy is -log p(target) of that softmax, summed in double,
- * the same terms as mt_gpt_forward_f32's mean loss. A GPU backend plugs in here with one
- * op: a forward pass of a micro-batch that returns, per row, the sum of the masked
- * targets' -log p and the count of masked targets whose argmax is right. */
+ * The arithmetic is a backend's (backend.h, score_rows, in inference mode: weights and
+ * one micro-batch of forward activations only). On the CPU: one forward pass, then the
+ * softmax it leaves in the logits buffer; the cross-entropy is -log p(target) of that
+ * softmax, summed in double, the same terms as mt_gpt_forward_f32's mean loss. On the
+ * GPU: the CUDA backend's forward pass and kernels/classifier_score.cu, fp32 unless the
+ * caller asks for bf16. */
 #ifndef MT_LMEVAL_H
 #define MT_LMEVAL_H
 
@@ -20,7 +21,7 @@
 
 #include "config.h"
 #include "err.h"
-#include "gpt.h"
+#include "backend.h"
 #include "params.h"
 
 struct mt_lmeval {
@@ -33,8 +34,10 @@ struct mt_lmeval {
 	 * scores and as the text tasks report: an imported model's padding rows repeat a real
 	 * row and would otherwise take probability from it. Set by the caller. */
 	int real_vocab;
-	struct mt_gpt_acts acts;
+	struct mt_backend be;
+	int be_live;
 	int32_t *tok, *tgt;
+	struct mt_score_row *rows;
 };
 
 struct mt_lmeval_row {
@@ -43,9 +46,12 @@ struct mt_lmeval_row {
 	int64_t correct;   /* counted targets where the argmax is the target */
 };
 
-/* micro_batch rows at a time, T = c->seq_length. */
+/* micro_batch rows at a time, T = c->seq_length, on the backend ops (NULL: the CPU's)
+ * with the options opt (NULL: defaults; inference is set here). w is borrowed on the
+ * CPU: it must outlive e. */
 int mt_lmeval_init(struct mt_lmeval *e, const struct mt_config *c, const struct mt_params *t, const float *w,
-		   int micro_batch, struct mt_err *err);
+		   int micro_batch, const struct mt_backend_ops *ops, const struct mt_backend_opts *opt,
+		   struct mt_err *err);
 void mt_lmeval_free(struct mt_lmeval *e);
 
 /* Score n rows (any n: they are taken micro_batch at a time) of T+1 ids each; mask is

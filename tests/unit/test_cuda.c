@@ -27,6 +27,7 @@
 #include "../../kernels/adamw.h"
 #include "../../kernels/attention.h"
 #include "../../kernels/classifier.h"
+#include "../../kernels/classifier_score.h"
 #include "../../kernels/embed.h"
 #include "../../kernels/gelu.h"
 #include "../../kernels/matmul.h"
@@ -518,6 +519,147 @@ static void test_classifier_wide(enum mt_dtype dt)
 	free(r);
 }
 
+/* the evaluation classifier: -log p over the first nv columns and the argmax's hit
+ * (the first of equal maxima), the logits left unchanged; a row with a planted tie, a
+ * row whose target is its argmax, a masked row, and the largest logit among the padding
+ * columns where nv < V (it must not count) */
+static void test_classifier_score(enum mt_dtype dt, int V, int nv)
+{
+	int N = 9;
+	struct buf lg = mk(dt, (int64_t)N * V, 6), nll = out(MT_F32, N);
+	double rl[9];
+	int32_t tgt[9], hit[9], rh[9], *dtgt, *dhit;
+	float *before = malloc((size_t)N * V * 4);
+	int hits = 0, hits_ok = 1;
+
+	for (int n = 0; n < N; n++)
+		tgt[n] = n == 4 ? -1 : (int32_t)((n * 977 + 5) % nv);
+	/* exactly representable in every type: a tie at row 2, columns 7 and 11 */
+	for (int n = 0; n < N; n++) {
+		float *z = lg.h + (int64_t)n * V;
+		if (n == 2)
+			z[7] = z[11] = 8.0f, tgt[n] = 11;
+		if (n == 5)
+			z[13] = 9.0f, tgt[n] = 13;
+		if (n == 6)
+			z[17] = 7.5f, tgt[n] = 17;
+		if (nv < V)
+			z[V - 1] = 10.0f;
+	}
+	{
+		/* the planted values back into the device copy */
+		struct buf t = lg;
+		uint16_t *tmp = malloc((size_t)N * V * 2);
+		for (int64_t i = 0; i < (int64_t)N * V; i++)
+			tmp[i] = dt == MT_BF16 ? f2bf(t.h[i]) : f2h(t.h[i]);
+		cudaMemcpy(t.d, dt == MT_F32 ? (void *)t.h : (void *)tmp, (size_t)N * V * esz(dt), cudaMemcpyHostToDevice);
+		free(tmp);
+	}
+	memcpy(before, lg.h, (size_t)N * V * 4);
+	cudaMalloc((void **)&dtgt, sizeof(tgt));
+	cudaMalloc((void **)&dhit, sizeof(hit));
+	cudaMemcpy(dtgt, tgt, sizeof(tgt), cudaMemcpyHostToDevice);
+	cudaMemset(dhit, 0x5a, sizeof(hit));
+	for (int n = 0; n < N; n++) {
+		const float *z = lg.h + (int64_t)n * V;
+		double mx = -1e300, sm = 0;
+		int best = 0;
+		for (int v = 0; v < nv; v++)
+			mx = fmax(mx, z[v]);
+		for (int v = 0; v < nv; v++)
+			sm += exp(z[v] - mx);
+		for (int v = 1; v < nv; v++)
+			if (z[v] > z[best])
+				best = v;
+		rl[n] = tgt[n] < 0 ? 0 : log(sm) + mx - z[tgt[n]];
+		rh[n] = tgt[n] >= 0 && best == tgt[n];
+	}
+	ok(!mt_classifier_score(dt, lg.d, nll.d, dhit, dtgt, N, V, nv), "classifier_score runs (V %d, nv %d)", V, nv);
+	fetch(&lg), fetch(&nll);
+	cudaMemcpy(hit, dhit, sizeof(hit), cudaMemcpyDeviceToHost);
+	CHECK(nll.h, rl, N, dt, "classifier_score -log p");
+	for (int n = 0; n < N; n++) {
+		hits += rh[n];
+		hits_ok &= hit[n] == rh[n];
+	}
+	ok(hits_ok && rh[2] == 0 && rh[5] == 1 && rh[6] == 1 && hits >= 2,
+	   "classifier_score %s: argmax hits as the reference (%d of %d; the tie goes to the first)", dn(dt), hits, N);
+	ok(!memcmp(before, lg.h, (size_t)N * V * 4), "classifier_score %s: the logits are left unchanged", dn(dt));
+	cudaFree(dtgt), cudaFree(dhit);
+	drop(&lg), drop(&nll);
+	free(before);
+}
+
+static void model_config(struct mt_config *c, int llama);
+
+/* a shape the launcher must refuse (last among the kernel checks: the refusal's
+ * message stays in mt_cuda_error(), which others print) */
+static void test_classifier_score_refuses(void)
+{
+	ok(mt_classifier_score(MT_F32, NULL, NULL, NULL, NULL, 9, 1000, 1001) != 0 &&
+	   strstr(mt_cuda_error(), "bad shape") != NULL, "classifier_score refuses nv > V: %s", mt_cuda_error());
+}
+
+/* score_rows: the CUDA backend (inference mode) against the CPU backend on the same
+ * weights, padded and real vocabulary, a partial micro-batch; fp32 only */
+static void test_score_rows(int llama)
+{
+	struct mt_config c;
+	struct mt_params t;
+	struct mt_err e = { 0 };
+	struct mt_backend cb = { 0 }, gb = { 0 };
+	struct mt_score_row rc[3], rg[3];
+	int B = 3;
+	int64_t N;
+	int32_t *tok, *tgt;
+	float *w0;
+
+	model_config(&c, llama);
+	if (mt_config_validate(&c, &e) || mt_params_build(&t, &c, &e)) {
+		ok(0, "model set up: %s", e.msg);
+		return;
+	}
+	N = (int64_t)B * c.seq_length;
+	tok = malloc((size_t)N * 4), tgt = malloc((size_t)N * 4), w0 = malloc((size_t)t.total * 4);
+	for (int64_t n = 0; n < N; n++) {
+		tok[n] = (int32_t)((urand() + 1) * 0.5 * (double)c.vocab_size) % (int32_t)c.vocab_size;
+		tgt[n] = n % 7 == 3 ? -1 : (int32_t)((urand() + 1) * 0.5 * (double)c.vocab_size) % (int32_t)c.vocab_size;
+	}
+	mt_params_init(&t, w0, 11);
+	cb.ops = &mt_backend_cpu, gb.ops = &mt_backend_cuda;
+	cb.opt.inference = gb.opt.inference = 1;
+	cb.opt.quiet = gb.opt.quiet = 1;
+	if (cb.ops->init(&cb, &c, &t, B, &e) || cb.ops->load_state(&cb, w0, NULL, NULL, &e) ||
+	    gb.ops->init(&gb, &c, &t, B, &e) || gb.ops->load_state(&gb, w0, NULL, NULL, &e)) {
+		ok(0, "score_rows backends: %s", e.msg);
+	} else {
+		for (int real = 0; real < 2; real++)
+			for (int rows = B; rows >= 2; rows--) {
+				double worst = 0;
+				int same = 1;
+				memset(rg, 0xff, sizeof(rg));
+				if (cb.ops->score_rows(&cb, rows, tok, tgt, real, rc, &e) ||
+				    gb.ops->score_rows(&gb, rows, tok, tgt, real, rg, &e)) {
+					ok(0, "score_rows: %s", e.msg);
+					continue;
+				}
+				for (int r = 0; r < rows; r++) {
+					double d = fabs(rg[r].loss - rc[r].loss) / rc[r].loss;
+					worst = isnan(d) ? INFINITY : fmax(worst, d);
+					same &= rg[r].count == rc[r].count && rg[r].correct == rc[r].correct;
+				}
+				ok(worst < 1e-5 && same, "score_rows %s, %s vocabulary, %d of %d rows: losses within %.3g of the CPU's, "
+				   "counts and correct the same (row 0: %.6f, %lld of %lld)", llama ? "llama" : "gpt2",
+				   real ? "real" : "padded", rows, B, worst, rg[0].loss, (long long)rg[0].correct,
+				   (long long)rg[0].count);
+			}
+	}
+	cb.ops->free(&cb);
+	gb.ops->free(&gb);
+	free(tok), free(tgt), free(w0);
+	mt_params_free(&t);
+}
+
 /* AdamW: bit for bit against lib/optim.c; the sum of squares against mt_grad_sumsq */
 static void test_adamw(void)
 {
@@ -736,6 +878,9 @@ int main(void)
 		test_act(dt);
 		test_rope_embed_classifier(dt);
 		test_classifier_wide(dt);
+		test_classifier_score(dt, 1001, 1001);
+		test_classifier_score(dt, 1024, 1000);
+		test_classifier_score(dt, 9001, 8990);
 		test_attention(dt, 2, 70, 4, 4, 16);
 		test_attention(dt, 1, 130, 4, 2, 64);
 		test_attention(dt, 1, 40, 2, 1, 128);
@@ -747,6 +892,7 @@ int main(void)
 	test_attention(MT_F16, 2, 300, 6, 2, 64);
 	test_attention(MT_F16, 1, 200, 4, 2, 128);
 	test_adamw();
+	test_classifier_score_refuses();
 	mt_lt_destroy(lt);
 	cudaFree(ws);
 	test_model(0, MT_PREC_FP32, 0);
@@ -754,6 +900,8 @@ int main(void)
 	test_model(1, MT_PREC_FP32, 1);
 	test_model(0, MT_PREC_BF16, 0);
 	test_model(1, MT_PREC_BF16, 0);
+	test_score_rows(0);
+	test_score_rows(1);
 	model_hd64 = 1;
 	test_model(0, MT_PREC_BF16, 0);
 	test_model(1, MT_PREC_BF16, 0);
