@@ -14,3 +14,11 @@ need_gpu() {
 	command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 ||
 		skip "no GPU on this machine"
 }
+
+# Suites that test the CPU backend call this at the top: with no CUDA device visible,
+# mt-train and mt-eval default to the CPU (their default is cuda when a GPU is visible),
+# also in ranks started by mpiexec, srun and sbatch, which inherit the environment. On a
+# machine without a GPU it changes nothing; GPU suites do not call it.
+cpu_only() {
+	export CUDA_VISIBLE_DEVICES=
+}

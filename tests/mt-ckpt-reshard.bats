@@ -3,6 +3,7 @@
 # written from transformers' conventions (tests/reference/hf_*_logits.py, which read the
 # safetensors files with their own parser), round trips, refusals and bad input.
 load helpers
+cpu_only
 
 PY=/usr/bin/python3
 export PYTHONDONTWRITEBYTECODE=1

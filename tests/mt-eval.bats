@@ -3,6 +3,7 @@
 # reference, --json, the watch mode (concurrent runs, a killed run, a torn ledger line,
 # incomplete checkpoints) and errors.
 load helpers
+cpu_only
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"

@@ -2,6 +2,7 @@
 # mt-generate on small trained checkpoints: against an independent PyTorch greedy loop,
 # batching, sampling, stops, inputs and outputs, errors, and the PUT /api server.
 load helpers
+cpu_only
 
 # Tiny models: one thread is fastest (OpenMP threads on a busy machine made training 15x
 # slower); the batching test runs one comparison with two threads as well.

@@ -3,6 +3,7 @@
 # against one process, the distributed optimizer, resuming with another number of
 # ranks, the signal handshake, a rank that hangs or dies, --dry-run.
 load helpers
+cpu_only
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # mt-train on the CPU: learning, exact resume, checkpoints, signals, bad steps, flags.
 load helpers
+cpu_only
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"

@@ -5,6 +5,7 @@
 # the 175B template's dry run. CPU backend, two ranks, a tiny model. Needs root and the
 # Slurm packages (scripts/install-deps.sh); skipped with the reason otherwise.
 load ../helpers
+cpu_only
 # helpers.bash takes the folder above this file for the root: one more level here
 MT_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 MT_BUILD=${BUILD:-build}
