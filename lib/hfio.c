@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,34 @@ static int dir_is_empty(const char *dir)
 	return empty;
 }
 
+/* After a successful export to DIR/BASE: remove BASE.tmp.<pid> directories that killed
+ * exports left beside it, when that process no longer runs on this machine (an export
+ * still running keeps its own). */
+static void remove_leftovers(const char *dir, const char *base)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = strlen(base);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		const char *s = e->d_name + n;
+		char *end, *p;
+		long pid;
+		if (strncmp(e->d_name, base, n) || strncmp(s, ".tmp.", 5) || !s[5])
+			continue;
+		pid = strtol(s + 5, &end, 10);
+		if (*end || pid <= 0 || pid == (long)getpid() || !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+			continue;
+		if ((p = join(dir, e->d_name))) {
+			rm_tree(p);
+			free(p);
+		}
+	}
+	closedir(d);
+}
+
 int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_hf_export_opts *o,
 		 struct mt_hf_report *r, struct mt_err *err)
 {
@@ -436,11 +465,14 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 		char parent[PATH_MAX], *slash;
 		snprintf(parent, sizeof(parent), "%s", outdir);
 		slash = strrchr(parent, '/');
-		if (slash && slash != parent)
-			*slash = 0;
-		else if (!slash)
+		if (slash)
+			*slash = 0; /* "/out": parent "" is taken as "/" below */
+		else
 			strcpy(parent, ".");
+		if (!parent[0])
+			strcpy(parent, "/");
 		fsync_path(parent);
+		remove_leftovers(parent, slash ? strrchr(outdir, '/') + 1 : outdir);
 	}
 	rc = 0;
 out_t:

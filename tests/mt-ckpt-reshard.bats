@@ -165,7 +165,7 @@ c["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}; json.du
 	[[ $stderr == *"'out' exists"* ]]
 }
 
-@test "a killed export leaves no output directory, only its temporary one" {
+@test "a killed export leaves no output directory, only its temporary one, which the next export removes" {
 	$PY "$MT_ROOT/tests/reference/hf_gpt2_logits.py" random big --layers 8 --hidden 512 --heads 8 --ffn 2048 \
 		--vocab 8000 --positions 64
 	mt-ckpt-reshard import -q --format hf-gpt2 big ck
@@ -178,6 +178,16 @@ c["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}; json.du
 	[ "$rc" -eq 137 ]  # killed, not finished
 	[ ! -e out ]
 	[ -n "$(compgen -G 'out.tmp.*')" ]
+	# the next export to the same place completes and removes what the killed one left,
+	# but not the temporary directory of an export that still runs
+	sleep 300 &
+	live=$!
+	mkdir "out.tmp.$live"
+	mt-ckpt-reshard export -q --format hf-gpt2 --no-verify ck out
+	[ -f out/model.safetensors ]
+	[ -d "out.tmp.$live" ]
+	kill "$live"
+	[ "$(compgen -G 'out.tmp.*')" = "out.tmp.$live" ]
 }
 
 @test "refusals: a format that cannot express the model names the option" {
