@@ -18,15 +18,6 @@ void mt_dataopts_init(struct mt_dataopts *d)
 	d->surplus = 0.005;
 }
 
-static long long num(struct mt_opt *o, long long min)
-{
-	long long v;
-
-	if (mt_opt_long(o, min, INT64_MAX / 4, &v))
-		mt_die_usage(o, "%s", o->err.msg);
-	return v;
-}
-
 static void add_list(struct mt_opt *o, const char **dst, int *n)
 {
 	for (int i = 0; i < o->nlist && *n < 256; i++)
@@ -43,15 +34,15 @@ int mt_dataopts_take(struct mt_dataopts *d, struct mt_opt *o, int id)
 	case MT_DOPT_DATA_ARGS_PATH: d->data_args_path = o->arg; return 1;
 	case MT_DOPT_PER_SPLIT_PATH: d->per_split_path = o->arg; return 1;
 	case MT_DOPT_SPLIT: d->split = o->arg; return 1;
-	case MT_DOPT_SEQ_LENGTH: d->seq_length = num(o, 1); return 1;
-	case MT_DOPT_SEED: d->seed = num(o, 0); if (d->seed > 0xffffffffLL) mt_die_usage(o, "--seed must fit 32 bits"); return 1;
-	case MT_DOPT_TRAIN_SAMPLES: d->train_samples = num(o, 0); return 1;
-	case MT_DOPT_TRAIN_ITERS: d->train_iters = num(o, 0); return 1;
-	case MT_DOPT_GBS: d->gbs = num(o, 1); return 1;
-	case MT_DOPT_EVAL_INTERVAL: d->eval_interval = num(o, 1); return 1;
-	case MT_DOPT_EVAL_ITERS: d->eval_iters = num(o, 0); return 1;
-	case MT_DOPT_VALID_SAMPLES: d->valid_samples = num(o, 0); return 1;
-	case MT_DOPT_TEST_SAMPLES: d->test_samples = num(o, 0); return 1;
+	case MT_DOPT_SEQ_LENGTH: d->seq_length = mt_tool_num(o, 1, INT64_MAX / 4); return 1;
+	case MT_DOPT_SEED: d->seed = mt_tool_num(o, 0, INT64_MAX / 4); if (d->seed > 0xffffffffLL) mt_die_usage(o, "--seed must fit 32 bits"); return 1;
+	case MT_DOPT_TRAIN_SAMPLES: d->train_samples = mt_tool_num(o, 0, INT64_MAX / 4); return 1;
+	case MT_DOPT_TRAIN_ITERS: d->train_iters = mt_tool_num(o, 0, INT64_MAX / 4); return 1;
+	case MT_DOPT_GBS: d->gbs = mt_tool_num(o, 1, INT64_MAX / 4); return 1;
+	case MT_DOPT_EVAL_INTERVAL: d->eval_interval = mt_tool_num(o, 1, INT64_MAX / 4); return 1;
+	case MT_DOPT_EVAL_ITERS: d->eval_iters = mt_tool_num(o, 0, INT64_MAX / 4); return 1;
+	case MT_DOPT_VALID_SAMPLES: d->valid_samples = mt_tool_num(o, 0, INT64_MAX / 4); return 1;
+	case MT_DOPT_TEST_SAMPLES: d->test_samples = mt_tool_num(o, 0, INT64_MAX / 4); return 1;
 	case MT_DOPT_CACHE_PATH: d->cache = o->arg; return 1;
 	case MT_DOPT_SURPLUS:
 		if (mt_opt_double(o, &d->surplus) || d->surplus < 0)

@@ -102,15 +102,6 @@ struct result {
 
 /* ---- helpers ---- */
 
-static long long num(struct mt_opt *o, long long min)
-{
-	long long v;
-
-	if (mt_opt_long(o, min, INT64_MAX / 4, &v))
-		mt_die_usage(o, "%s", o->err.msg);
-	return v;
-}
-
 static void hex_digest(struct sha256_ctx *h, char *out)
 {
 	uint8_t d[SHA256_DIGEST_SIZE];
@@ -649,10 +640,10 @@ int main(int argc, char **argv)
 		case O_TEST: c.task[T_TEST] = 1; break;
 		case O_WIKITEXT: c.wikitext = o.arg; c.task[T_WIKITEXT] = 1; break;
 		case O_LAMBADA: c.lambada = o.arg; c.task[T_LAMBADA] = 1; break;
-		case O_OVERLAP: c.overlap = num(&o, 1); break;
-		case O_MBS: c.mbs = num(&o, 1); break;
-		case O_EVAL_SAMPLES: c.eval_samples = num(&o, 1); break;
-		case O_FIRST_SAMPLE: c.first_sample = num(&o, 0); break;
+		case O_OVERLAP: c.overlap = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_MBS: c.mbs = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_EVAL_SAMPLES: c.eval_samples = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_FIRST_SAMPLE: c.first_sample = mt_tool_num(&o, 0, INT64_MAX / 4); break;
 		case O_JSON: c.json = 1; break;
 		case O_DETOK:
 			if (!strcmp(o.arg, "auto"))

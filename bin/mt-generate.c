@@ -79,22 +79,6 @@ struct args {
 	struct mt_tokenizer_args tok;
 };
 
-static long long num(struct mt_opt *o, long long min, long long max)
-{
-	long long v;
-	if (mt_opt_long(o, min, max, &v))
-		mt_die_usage(o, "%s", o->err.msg);
-	return v;
-}
-
-static double real(struct mt_opt *o)
-{
-	double v;
-	if (mt_opt_double(o, &v))
-		mt_die_usage(o, "%s", o->err.msg);
-	return v;
-}
-
 static void add_prompt(struct args *a, const char *s, size_t n)
 {
 	if (a->nprompts == a->cap) {
@@ -169,21 +153,21 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 		switch (id) {
 		case MT_OPT_ARG: add_prompt(a, o->arg, strlen(o->arg)); break;
 		case O_LOAD: a->load = o->arg; break;
-		case O_MAX_TOKENS: a->g.max_tokens = (int)num(o, 0, 1 << 24); break;
+		case O_MAX_TOKENS: a->g.max_tokens = (int)mt_tool_num(o, 0, 1 << 24); break;
 		case O_TEMP:
-			v = real(o);
+			v = mt_tool_real(o);
 			if (!(v >= 0 && v <= 100))
 				mt_die_usage(o, "--temperature must be from 0 (greedy) to 100");
 			a->g.sp.temperature = v;
 			break;
-		case O_TOP_K: a->g.sp.top_k = (int)num(o, 0, 1 << 30); break;
+		case O_TOP_K: a->g.sp.top_k = (int)mt_tool_num(o, 0, 1 << 30); break;
 		case O_TOP_P:
-			v = real(o);
+			v = mt_tool_real(o);
 			if (!(v >= 0 && v <= 1))
 				mt_die_usage(o, "--top-p must be from 0 to 1");
 			a->g.sp.top_p = v;
 			break;
-		case O_SEED: a->g.seed = (uint64_t)num(o, 0, INT64_MAX); break;
+		case O_SEED: a->g.seed = (uint64_t)mt_tool_num(o, 0, INT64_MAX); break;
 		case O_STOP:
 			if (!*o->arg)
 				mt_die_usage(o, "--stop needs a non-empty string");
@@ -194,14 +178,14 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 		case O_JSONL: a->jsonl = 1; break;
 		case O_JSON: a->json = 1; break;
 		case O_LOGPROBS: a->logprobs = 1; break;
-		case O_BATCH: a->batch = (int)num(o, 1, 4096); break;
+		case O_BATCH: a->batch = (int)mt_tool_num(o, 1, 4096); break;
 		case O_EOD:
-			a->eod = (int32_t)num(o, -1, INT32_MAX);
+			a->eod = (int32_t)mt_tool_num(o, -1, INT32_MAX);
 			a->eod_set = 1;
 			break;
-		case O_SERVER: a->port = (int)num(o, 0, 65535); break;
+		case O_SERVER: a->port = (int)mt_tool_num(o, 0, 65535); break;
 		case O_HOST: a->host = o->arg; break;
-		case O_MAX_BODY: a->max_body = num(o, 16, 1LL << 32); break;
+		case O_MAX_BODY: a->max_body = mt_tool_num(o, 16, 1LL << 32); break;
 		case O_TOK_TYPE: a->tok.type = o->arg; break;
 		case O_VOCAB: a->tok.vocab_file = o->arg; break;
 		case O_MERGES: a->tok.merge_file = o->arg; break;

@@ -176,22 +176,6 @@ static char **with_config(int *argc, char **argv)
 	return out;
 }
 
-static long long num(struct mt_opt *o, long long min)
-{
-	long long v;
-	if (mt_opt_long(o, min, INT64_MAX / 4, &v))
-		mt_die_usage(o, "%s", o->err.msg);
-	return v;
-}
-
-static double real(struct mt_opt *o)
-{
-	double v;
-	if (mt_opt_double(o, &v))
-		mt_die_usage(o, "%s", o->err.msg);
-	return v;
-}
-
 /* The error, and with several ranks every other one is stopped too (MPI_Abort). */
 __attribute__((noreturn)) static void fail(struct mt_dist *dist, const struct mt_err *e)
 {
@@ -248,12 +232,12 @@ int main(int argc, char **argv)
 		switch (id) {
 		case MT_OPT_ARG: mt_die_usage(&o, "unexpected argument '%s'", o.arg);
 		case O_CONFIG: break; /* read already */
-		case O_LAYERS: a.cfg.num_layers = (int)num(&o, 1); break;
-		case O_HIDDEN: a.cfg.hidden_size = (int)num(&o, 1); break;
-		case O_HEADS: a.cfg.num_attention_heads = (int)num(&o, 1); break;
-		case O_FFN: a.cfg.ffn_hidden_size = (int)num(&o, 1); break;
-		case O_MAXPOS: a.cfg.max_position_embeddings = (int)num(&o, 1); break;
-		case O_DIVISIBLE: a.cfg.make_vocab_size_divisible_by = (int)num(&o, 1); break;
+		case O_LAYERS: a.cfg.num_layers = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_HIDDEN: a.cfg.hidden_size = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_HEADS: a.cfg.num_attention_heads = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_FFN: a.cfg.ffn_hidden_size = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_MAXPOS: a.cfg.max_position_embeddings = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_DIVISIBLE: a.cfg.make_vocab_size_divisible_by = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_POSEMB:
 			if (!strcmp(o.arg, "rope"))
 				a.cfg.position_embedding_type = MT_POS_ROPE;
@@ -262,7 +246,7 @@ int main(int argc, char **argv)
 			else
 				mt_die_usage(&o, "--position-embedding-type must be learned_absolute or rope, not '%s'", o.arg);
 			break;
-		case O_ROTARY: a.cfg.rotary_base = real(&o); break;
+		case O_ROTARY: a.cfg.rotary_base = mt_tool_real(&o); break;
 		case O_NORM:
 			if (!strcmp(o.arg, "RMSNorm"))
 				a.cfg.normalization = MT_NORM_RMSNORM;
@@ -271,25 +255,25 @@ int main(int argc, char **argv)
 			else
 				mt_die_usage(&o, "--normalization must be LayerNorm or RMSNorm, not '%s'", o.arg);
 			break;
-		case O_NORM_EPS: a.cfg.norm_epsilon = real(&o); break;
+		case O_NORM_EPS: a.cfg.norm_epsilon = mt_tool_real(&o); break;
 		case O_SWIGLU: a.cfg.swiglu = 1; break;
 		case O_NOBIAS: a.cfg.add_bias_linear = 0; break;
 		case O_UNTIE: a.cfg.untie_embeddings_and_output_weights = 1; break;
 		case O_GQA: gqa = 1; break;
-		case O_GROUPS: a.cfg.num_query_groups = (int)num(&o, 1); break;
-		case O_KV: a.cfg.kv_channels = (int)num(&o, 1); break;
-		case O_INIT_STD: a.cfg.init_method_std = real(&o); break;
-		case O_ATT_DROP: a.cfg.attention_dropout = real(&o); break;
-		case O_HID_DROP: a.cfg.hidden_dropout = real(&o); break;
-		case O_VOCAB_SIZE: vocab = num(&o, 1); break;
-		case O_MBS: a.micro_batch_size = num(&o, 1); break;
-		case O_LR: a.sched.lr = real(&o); break;
-		case O_MIN_LR: a.sched.min_lr = real(&o); break;
-		case O_BETA1: a.adam.beta1 = real(&o); break;
-		case O_BETA2: a.adam.beta2 = real(&o); break;
-		case O_EPS: a.adam.eps = real(&o); break;
-		case O_WD: a.adam.weight_decay = real(&o); a.sched.start_weight_decay = a.sched.end_weight_decay = a.adam.weight_decay; break;
-		case O_CLIP: a.clip_grad = real(&o); break;
+		case O_GROUPS: a.cfg.num_query_groups = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_KV: a.cfg.kv_channels = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_INIT_STD: a.cfg.init_method_std = mt_tool_real(&o); break;
+		case O_ATT_DROP: a.cfg.attention_dropout = mt_tool_real(&o); break;
+		case O_HID_DROP: a.cfg.hidden_dropout = mt_tool_real(&o); break;
+		case O_VOCAB_SIZE: vocab = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_MBS: a.micro_batch_size = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_LR: a.sched.lr = mt_tool_real(&o); break;
+		case O_MIN_LR: a.sched.min_lr = mt_tool_real(&o); break;
+		case O_BETA1: a.adam.beta1 = mt_tool_real(&o); break;
+		case O_BETA2: a.adam.beta2 = mt_tool_real(&o); break;
+		case O_EPS: a.adam.eps = mt_tool_real(&o); break;
+		case O_WD: a.adam.weight_decay = mt_tool_real(&o); a.sched.start_weight_decay = a.sched.end_weight_decay = a.adam.weight_decay; break;
+		case O_CLIP: a.clip_grad = mt_tool_real(&o); break;
 		case O_DECAY_STYLE: {
 			int s = mt_lr_style_parse(o.arg);
 			if (s < 0)
@@ -297,10 +281,10 @@ int main(int argc, char **argv)
 			a.sched.lr_decay_style = (enum mt_lr_style)s;
 			break;
 		}
-		case O_WARMUP_ITERS: a.sched.lr_warmup_iters = num(&o, 0); break;
-		case O_WARMUP_FRAC: a.sched.lr_warmup_fraction = real(&o); break;
-		case O_DECAY_ITERS: a.sched.lr_decay_iters = num(&o, 1); break;
-		case O_WSD_ITERS: a.sched.lr_wsd_decay_iters = num(&o, 0); break;
+		case O_WARMUP_ITERS: a.sched.lr_warmup_iters = mt_tool_num(&o, 0, INT64_MAX / 4); break;
+		case O_WARMUP_FRAC: a.sched.lr_warmup_fraction = mt_tool_real(&o); break;
+		case O_DECAY_ITERS: a.sched.lr_decay_iters = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_WSD_ITERS: a.sched.lr_wsd_decay_iters = mt_tool_num(&o, 0, INT64_MAX / 4); break;
 		case O_WSD_STYLE: {
 			int s = mt_wsd_style_parse(o.arg);
 			if (s < 0)
@@ -308,20 +292,20 @@ int main(int argc, char **argv)
 			a.sched.lr_wsd_decay_style = (enum mt_wsd_style)s;
 			break;
 		}
-		case O_LOG_INTERVAL: a.log_interval = num(&o, 1); break;
+		case O_LOG_INTERVAL: a.log_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_LOG_JSON: a.log_json = o.arg; break;
 		case O_SAVE: a.save = o.arg; break;
-		case O_SAVE_INTERVAL: a.save_interval = num(&o, 1); break;
+		case O_SAVE_INTERVAL: a.save_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_LOAD: a.load = o.arg; break;
-		case O_KEEP: a.keep_last = (int)num(&o, 1); break;
-		case O_EXIT_INTERVAL: a.exit_interval = num(&o, 1); break;
+		case O_KEEP: a.keep_last = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_EXIT_INTERVAL: a.exit_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_EXIT_MINS:
-			a.exit_duration_mins = real(&o);
+			a.exit_duration_mins = mt_tool_real(&o);
 			if (!(a.exit_duration_mins >= 0))
 				mt_die_usage(&o, "--exit-duration-in-mins must be 0 or more minutes");
 			break;
 		case O_MOCK: a.mock_data = 1; break;
-		case O_MAX_SKIP: a.max_skipped_steps = num(&o, 0); break;
+		case O_MAX_SKIP: a.max_skipped_steps = mt_tool_num(&o, 0, INT64_MAX / 4); break;
 		case O_DEVICE:
 			if (!strcmp(o.arg, "cpu"))
 				device = 0;
@@ -332,11 +316,11 @@ int main(int argc, char **argv)
 			break;
 		case O_BF16: a.backend.precision = MT_PREC_BF16; break;
 		case O_FP16: a.backend.precision = MT_PREC_FP16; break;
-		case O_LOSS_SCALE: a.backend.loss_scale = real(&o); break;
-		case O_INIT_LOSS_SCALE: a.backend.initial_loss_scale = real(&o); break;
-		case O_MIN_LOSS_SCALE: a.backend.min_loss_scale = real(&o); break;
-		case O_LOSS_WINDOW: a.backend.loss_scale_window = (int)num(&o, 1); break;
-		case O_HYSTERESIS: a.backend.hysteresis = (int)num(&o, 1); break;
+		case O_LOSS_SCALE: a.backend.loss_scale = mt_tool_real(&o); break;
+		case O_INIT_LOSS_SCALE: a.backend.initial_loss_scale = mt_tool_real(&o); break;
+		case O_MIN_LOSS_SCALE: a.backend.min_loss_scale = mt_tool_real(&o); break;
+		case O_LOSS_WINDOW: a.backend.loss_scale_window = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_HYSTERESIS: a.backend.hysteresis = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_DETERMINISTIC: a.backend.deterministic = 1; break;
 		case O_RECOMPUTE:
 			if (!strcmp(o.arg, "full"))
@@ -344,14 +328,14 @@ int main(int argc, char **argv)
 			else if (strcmp(o.arg, "selective"))
 				mt_die_usage(&o, "--recompute-granularity must be selective or full, not '%s'", o.arg);
 			break;
-		case O_TP: tp = num(&o, 1); break;
-		case O_PP: pp = num(&o, 1); break;
+		case O_TP: tp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_PP: pp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_DIST_OPT: a.distributed_optimizer = 1; break;
-		case O_DIST_TIMEOUT: timeout = real(&o) * 60; break;
-		case O_DIST_TIMEOUT_S: timeout = real(&o); break;
+		case O_DIST_TIMEOUT: timeout = mt_tool_real(&o) * 60; break;
+		case O_DIST_TIMEOUT_S: timeout = mt_tool_real(&o); break;
 		case O_DRY_RUN: dry = 1; break;
-		case O_WORLD: world = num(&o, 1); break;
-		case O_GPUS_PER_NODE: gpn = num(&o, 1); break;
+		case O_WORLD: world = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_GPUS_PER_NODE: gpn = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_RAMPUP:
 			if (o.nlist != 3)
 				mt_die_usage(&o, "--rampup-batch-size takes three numbers: start, increment, samples");
@@ -362,8 +346,8 @@ int main(int argc, char **argv)
 					mt_die_usage(&o, "--rampup-batch-size: '%s' is not a positive integer", o.list[i]);
 			}
 			break;
-		case O_WARMUP_SAMPLES: a.lr_warmup_samples = num(&o, 0); break;
-		case O_DECAY_SAMPLES: a.lr_decay_samples = num(&o, 1); break;
+		case O_WARMUP_SAMPLES: a.lr_warmup_samples = mt_tool_num(&o, 0, INT64_MAX / 4); break;
+		case O_DECAY_SAMPLES: a.lr_decay_samples = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		}
 	}
 	if (gqa && !a.cfg.num_query_groups)

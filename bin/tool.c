@@ -64,6 +64,24 @@ void mt_die_err(const struct mt_err *e)
 	mt_die(e->code ? e->code : MT_EXIT_IO, "%s", e->msg[0] ? e->msg : "unknown error");
 }
 
+long long mt_tool_num(struct mt_opt *o, long long min, long long max)
+{
+	long long v;
+
+	if (mt_opt_long(o, min, max, &v))
+		mt_die_usage(o, "%s", o->err.msg);
+	return v;
+}
+
+double mt_tool_real(struct mt_opt *o)
+{
+	double v;
+
+	if (mt_opt_double(o, &v))
+		mt_die_usage(o, "%s", o->err.msg);
+	return v;
+}
+
 void mt_die_usage(const struct mt_opt *o, const char *fmt, ...)
 {
 	char msg[4096];

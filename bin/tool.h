@@ -22,6 +22,11 @@ __attribute__((noreturn)) void mt_die_err(const struct mt_err *e);
 __attribute__((noreturn, format(printf, 2, 3))) void mt_die_usage(const struct mt_opt *o,
 								      const char *fmt, ...);
 
+/* The current option's argument as an integer in [min, max], or as a real number; a
+ * bad value is a usage error naming the option (mt_die_usage). */
+long long mt_tool_num(struct mt_opt *o, long long min, long long max);
+double mt_tool_real(struct mt_opt *o);
+
 /* For a tool whose feature has not landed: parse the common options, then say
  * so and exit 2. Never pretends to work. */
 __attribute__((noreturn)) void mt_tool_unavailable(const struct mt_tool_info *t, int argc,
