@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bpe.h"
 #include "idx.h"
@@ -14,7 +15,9 @@
 #include "progress.h"
 #include "utf8.h"
 
+#ifndef BATCH_BYTES
 #define BATCH_BYTES (256 << 10)
+#endif
 #define BATCH_RECORDS 8192
 
 struct rec {
@@ -61,7 +64,17 @@ struct pipe {
 	int norigins, origcap;
 	int64_t total_size;
 	int warned;                 /* bad records reported so far (the first 10 are) */
+	/* where the time went, for -vv: the reader's wait for a free slot, its CPU time */
+	double reader_blocked, reader_cpu;
 };
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* ---- reader ---------------------------------------------------------------------------- */
 
@@ -73,8 +86,12 @@ static struct batch *begin_batch(struct pipe *p)
 	struct batch *b;
 
 	pthread_mutex_lock(&p->mu);
-	while (!p->stop && p->produced - p->consumed >= p->nslots)
-		pthread_cond_wait(&p->cv_free, &p->mu);
+	if (!p->stop && p->produced - p->consumed >= p->nslots) {
+		double t = mt_now();
+		while (!p->stop && p->produced - p->consumed >= p->nslots)
+			pthread_cond_wait(&p->cv_free, &p->mu);
+		p->reader_blocked += mt_now() - t;
+	}
 	if (p->stop) {
 		pthread_mutex_unlock(&p->mu);
 		return NULL;
@@ -297,6 +314,7 @@ static void *reader_main(void *arg)
 		p->reader_err = err;
 	}
 	p->reader_done = 1;
+	p->reader_cpu = thread_cpu();
 	pthread_cond_broadcast(&p->cv_work);
 	pthread_cond_broadcast(&p->cv_done);
 	pthread_mutex_unlock(&p->mu);
@@ -342,6 +360,9 @@ struct __attribute__((aligned(128))) worker {
 	char *fix;    /* scratch for repaired text */
 	size_t fixcap;
 	pthread_t th;
+	/* where the time went, for -vv */
+	int64_t batches, bytes;
+	double busy, wait, cpu; /* wall seconds in batches, waiting for one; CPU seconds */
 };
 
 /* Tokenize one sentence into key k of the current document. */
@@ -507,17 +528,25 @@ static void *worker_main(void *arg)
 
 	for (;;) {
 		struct batch *b;
+		double t = mt_now();
 
 		pthread_mutex_lock(&p->mu);
 		while (!p->stop && p->next_work == p->produced && !p->reader_done)
 			pthread_cond_wait(&p->cv_work, &p->mu);
 		if (p->stop || (p->next_work == p->produced && p->reader_done)) {
 			pthread_mutex_unlock(&p->mu);
+			w->wait += mt_now() - t;
+			w->cpu = thread_cpu();
 			return NULL;
 		}
 		b = slot(p, p->next_work++);
 		pthread_mutex_unlock(&p->mu);
+		w->wait += mt_now() - t;
+		t = mt_now();
 		do_batch(w, b);
+		w->busy += mt_now() - t;
+		w->batches++;
+		w->bytes += (int64_t)b->len;
 		pthread_mutex_lock(&p->mu);
 		b->done = 1;
 		pthread_cond_broadcast(&p->cv_done);
@@ -526,6 +555,38 @@ static void *worker_main(void *arg)
 }
 
 /* ---- writer (the calling thread) ------------------------------------------------------------ */
+
+/* Where each thread's time went (-vv): a starved worker waits, a saturated serial stage
+ * (reader or writer) shows busy time close to the wall time, a slow core shows more CPU
+ * seconds per MB than a lone worker has. */
+static void report_threads(const struct pipe *p, const struct worker *ws, int nw, double t0,
+			   double t_stream, double t_commit, double t_wait, double t_write, double wcpu)
+{
+	double wall = t_stream - t0, cpu = 0, busy = 0, wait = 0, lo = 1e300, hi = 0;
+	int64_t bytes = 0;
+
+	for (int i = 0; i < nw; i++) {
+		const struct worker *w = &ws[i];
+		double s = w->bytes ? w->cpu / ((double)w->bytes / 1e6) : 0;
+		mt_debug("worker %d: %lld batches, %.1f MB, busy %.3f s, waiting %.3f s, cpu %.3f s (%.2f ms/MB)",
+			 i, (long long)w->batches, (double)w->bytes / 1e6, w->busy, w->wait, w->cpu, s * 1e3);
+		cpu += w->cpu;
+		busy += w->busy;
+		wait += w->wait;
+		bytes += w->bytes;
+		if (w->bytes && s < lo)
+			lo = s;
+		if (w->bytes && s > hi)
+			hi = s;
+	}
+	mt_debug("workers: %d, busy %.1f%% of %.3f s, waiting %.1f%%, cpu %.1f%% of busy; "
+		 "%.2f ms cpu/MB (min %.2f, max %.2f)",
+		 nw, 100 * busy / (nw * wall), wall, 100 * wait / (nw * wall), busy > 0 ? 100 * cpu / busy : 0,
+		 bytes ? 1e3 * cpu / ((double)bytes / 1e6) : 0, lo < 1e300 ? lo * 1e3 : 0, hi * 1e3);
+	mt_debug("reader: cpu %.3f s, blocked on a full pool %.3f s", p->reader_cpu, p->reader_blocked);
+	mt_debug("writer: writing %.3f s, waiting for the next batch %.3f s, cpu %.3f s; commit (fsync, index) %.3f s",
+		 t_write, t_wait, wcpu, t_commit);
+}
 
 static void stop_all(struct pipe *p)
 {
@@ -547,7 +608,7 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 	pthread_t reader;
 	int nk = o->format == MT_TOK_JSON ? o->nkeys : 1, nw = o->workers > 0 ? o->workers : 1;
 	int started = 0, rc = -1, reader_started = 0;
-	double t0 = mt_now();
+	double t0 = mt_now(), cpu0 = thread_cpu(), t_wait = 0, t_write = 0, t_stream = 0, t_commit = 0, t;
 	int64_t next_log = o->log_interval;
 
 	memset(st, 0, sizeof(*st));
@@ -610,16 +671,19 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 	for (;;) {
 		struct batch *b;
 
+		t = mt_now();
 		pthread_mutex_lock(&p.mu);
 		while (!(p.consumed < p.produced && slot(&p, p.consumed)->done) &&
 		       !(p.reader_done && p.consumed == p.produced))
 			pthread_cond_wait(&p.cv_done, &p.mu);
+		t_wait += mt_now() - t;
 		if (p.consumed == p.produced) {
 			pthread_mutex_unlock(&p.mu);
 			break; /* reader done, everything written */
 		}
 		b = slot(&p, p.consumed);
 		pthread_mutex_unlock(&p.mu);
+		t = mt_now();
 		if (b->failed) {
 			*err = b->err;
 			goto out;
@@ -648,7 +712,9 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 		p.consumed++;
 		pthread_cond_broadcast(&p.cv_free);
 		pthread_mutex_unlock(&p.mu);
+		t_write += mt_now() - t;
 	}
+	t_stream = mt_now();
 	mt_progress_done(&prog);
 	if (p.reader_failed) {
 		*err = p.reader_err;
@@ -660,6 +726,7 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 		if (r)
 			goto out;
 	}
+	t_commit = mt_now() - t_stream;
 	rc = 0;
 out:
 	if (rc)
@@ -676,6 +743,8 @@ out:
 	for (int k = 0; k < nk; k++)
 		if (iw[k])
 			mt_idx_writer_abort(iw[k]);
+	if (rc == 0 && mt_log_get_level() >= MT_LOG_DEBUG)
+		report_threads(&p, ws, nw, t0, t_stream, t_commit, t_wait, t_write, thread_cpu() - cpu0);
 	for (int i = 0; ws && i < nw; i++) {
 		if (ws[i].bpe.v)
 			mt_bpe_free(&ws[i].bpe);
