@@ -15,10 +15,15 @@
 #include "progress.h"
 #include "utf8.h"
 
+/* Batch size and pool depth; -D overrides them for experiments (docs/perf.md: 1 MiB
+ * batches or a pool of 6 per worker did not run faster at 16 workers). */
 #ifndef BATCH_BYTES
 #define BATCH_BYTES (256 << 10)
 #endif
 #define BATCH_RECORDS 8192
+#ifndef POOL_PER_WORKER
+#define POOL_PER_WORKER 2 /* batches in the pool per worker, plus two */
+#endif
 
 struct rec {
 	size_t off, len;
@@ -619,7 +624,7 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 	pthread_cond_init(&p.cv_work, NULL);
 	pthread_cond_init(&p.cv_done, NULL);
 	pthread_cond_init(&p.cv_free, NULL);
-	p.nslots = 2 * nw + 2;
+	p.nslots = POOL_PER_WORKER * nw + 2;
 	p.pool = aligned_alloc(128, (size_t)p.nslots * sizeof(*p.pool));
 	if (p.pool)
 		memset(p.pool, 0, (size_t)p.nslots * sizeof(*p.pool));
