@@ -4,7 +4,13 @@
  * fsyncs, renames over <path> and fsyncs the directory, so a reader sees the
  * previous file or the complete new one, never half of one. A process killed
  * mid-write leaves <path> untouched; on SIGINT/SIGTERM/SIGHUP the tools also
- * remove the temporary file (mt_atomic_unlink_all from a signal handler). */
+ * remove the temporary file (mt_atomic_unlink_all from a signal handler).
+ *
+ * Large files are handed to the disk as they are written: every few MiB the
+ * writer asks the kernel to start writing back what it has so far (Linux's
+ * sync_file_range, a hint that waits for nothing), so the fsync at commit
+ * finds little left to do instead of the whole file: that fsync is a serial
+ * step after all the parallel work of a tool like mt-tokenize (docs/perf.md). */
 #ifndef MT_ATOMIC_H
 #define MT_ATOMIC_H
 
@@ -19,6 +25,8 @@ struct mt_atomic {
 	FILE *fp;
 	char *vbuf;
 	int slot; /* index in the registry of live temporaries, -1 if none */
+	size_t pending;     /* bytes written since write-back was last started */
+	long long synced;   /* file offset up to which write-back was started */
 };
 
 int mt_atomic_open(struct mt_atomic *w, const char *path, struct mt_err *err);
