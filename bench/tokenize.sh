@@ -26,6 +26,7 @@ peak() { python3 -c 'import resource,subprocess,sys; r=subprocess.run(sys.argv[1
 mt() { # name threads args...
 	local name=$1 threads=$2; shift 2
 	local log=$W/log rss
+	rm -f "$W"/out_* # a new dataset each time: replacing one adds the kernel's freeing of the old file
 	rss=$(peak bin/mt-tokenize --input "$W/corpus.jsonl" --skip-bad-lines --workers "$threads" \
 		--output-prefix "$W/out" "$@" 2> "$log" | tail -n 1)
 	local rate ntok
@@ -71,9 +72,12 @@ for enc in gpt2 cl100k; do
 	if [ $enc = gpt2 ]; then a=(--tokenizer-type GPT2BPETokenizer --vocab-file $C/gpt2-vocab.json --merge-file $C/gpt2-merges.txt)
 	else a=(--tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken); fi
 	for t in 1 $(( THREADS / 2 )) "$THREADS"; do
-		r=$(bin/mt-tokenize --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2>&1 |
-			grep -o '([0-9.]* [kMG]B/s)' | tail -n 1 | tr -d '()')
-		echo "scale-$enc $t $r"
+		rm -f "$W"/big_*
+		bin/mt-tokenize -vv --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2> "$W/log"
+		r=$(grep -o '([0-9.]* [kMG]B/s)' "$W/log" | tail -n 1 | tr -d '()')
+		# the serial tail after the last batch (-vv): fsync, the .idx, renames
+		c=$(grep -o 'commit (fsync, index) [0-9.]* s' "$W/log" | grep -o '[0-9.]* s$' | cut -d' ' -f1)
+		echo "scale-$enc $t $r ${c:-?}"
 	done
 done > "$W/scaling"
 
@@ -91,9 +95,13 @@ for enc in gpt2 cl100k; do
 		bin/mt-tokenize --input "$f" --skip-bad-lines --workers 1 --output-prefix "$f.out" "${a[@]}" 2> "$f.log" &
 	done
 	wait
-	cat "$W"/part.*.log | grep -o '([0-9.]* [kMG]B/s)' | tr -d '()' |
-		awk -v enc="$enc" -v n="$THREADS" '{ v = ($2 == "GB/s") ? $1 * 1000 : $1; s += v }
-			END { printf "ceiling-%s %d processes %.1f MB/s\n", enc, n, s }'
+	# also all bytes over the slowest process's time: what the processes give together
+	# when one cannot take work from another
+	cat "$W"/part.*.log | grep -o '[0-9.]* [kMG]B of text in [0-9.]* s ([0-9.]* [kMG]B/s)' | tr -d '()' |
+		awk -v enc="$enc" -v n="$THREADS" '
+			function mb(x, u) { return u ~ /^G/ ? x * 1000 : u ~ /^k/ ? x / 1000 : x }
+			{ s += mb($8, $9); b += mb($1, $2); if ($6 > slow) slow = $6 }
+			END { printf "ceiling-%s %d processes %.1f MB/s (all bytes / slowest process: %.1f MB/s)\n", enc, n, s, (slow > 0) ? b / slow : 0 }'
 	rm -f "$W"/part.*.log
 	rm -f "$W"/part.*.out*
 done > "$W/ceiling"
@@ -123,7 +131,7 @@ awk -v threads="$THREADS" '
 	}' "$W/results"
 echo
 echo "# scaling on $SCALE x the corpus ($(( SCALE * $(stat -c %s "$W/corpus.jsonl") / 1000000 )) MB), mt only"
-awk '{ v = $3; if ($4 == "GB/s") v *= 1000; r[$1 " " $2] = v; print $1, $2, "threads", v, "MB/s"
+awk '{ v = $3; if ($4 == "GB/s") v *= 1000; r[$1 " " $2] = v; print $1, $2, "threads", v, "MB/s, commit", $5, "s"
 	if ($2 == 1) one[$1] = v; else if (one[$1] > 0) printf "  %s: %.2fx of one thread\n", $1, v / one[$1] }' "$W/scaling"
 echo
 echo "# the machine's ceiling: $THREADS independent one-worker processes on 1/$THREADS of the input each"
