@@ -122,7 +122,7 @@ static int lt_gemm_epi(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, i
 		goto out;
 	}
 	LT_CHECK(cublasLtMatmul(lt->h, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &res.algo, lt->ws,
-				lt->ws_bytes, 0));
+				lt->ws_bytes, MT_STREAM));
 out:
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
