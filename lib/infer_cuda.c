@@ -23,7 +23,10 @@
  * captured once per row count in a CUDA graph, with the copy of the step's inputs
  * (tokens, slots, positions) from pinned host memory at its start and the copy of the
  * logits back at its end, so a step costs one graph launch and one wait on the host.
- * MT_CUDA_GRAPHS=0 in the environment launches them one by one instead (for comparing). */
+ * MT_CUDA_GRAPHS=0 in the environment launches them one by one instead (for comparing).
+ * Init ends with a warm-up (a prefill and decode steps at batch 1 and max_batch) so that
+ * module loading, cuBLASLt's first calls and the two most used captures are paid there,
+ * not by the first request. */
 #include "infer.h"
 
 #include <stdlib.h>
@@ -220,6 +223,7 @@ static int upload(struct gpu *s, const float *w, struct mt_err *err)
 }
 
 static int setup(struct gpu *s, struct mt_infer *e, const float *w, struct mt_err *err);
+static int warm_up(struct mt_infer *e, struct mt_err *err);
 
 static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const struct mt_params *t, const float *w,
 		       int max_batch, int max_len, enum mt_dtype dt, const struct mt_infer_ops *ops, struct mt_err *err)
@@ -314,7 +318,7 @@ static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const stru
 		}
 	s->wc = s->mem[0];
 	plan(s, e, s->mem[1]);
-	if (setup(s, e, w, err)) {
+	if (setup(s, e, w, err) || warm_up(e, err)) {
 		gpu_free(e);
 		return -1;
 	}
@@ -642,6 +646,41 @@ static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t
 	for (int k = 0; k < n; k++)
 		s->pos[slot[k]]++;
 	return 0;
+}
+
+/* One prefill of max_batch one-token prompts, then decode steps of max_batch rows and of
+ * one: the kernels' modules load, cuBLASLt picks its algorithms and the two most used
+ * decode graphs are captured here rather than in the first request. The slots are
+ * empty again afterwards. */
+static int warm_up(struct mt_infer *e, struct mt_err *err)
+{
+	struct gpu *s = e->state;
+	int B = e->max_batch, rc = -1;
+	int32_t *tok = calloc((size_t)B, sizeof(int32_t));
+	int *len = malloc((size_t)B * sizeof(int));
+	const int32_t **tp = malloc((size_t)B * sizeof(*tp));
+	float *z = malloc((size_t)B * (size_t)s->V * sizeof(float));
+
+	if (!tok || !len || !tp || !z) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < B; i++) {
+		len[i] = 1;
+		tp[i] = tok + i;
+	}
+	if (gpu_prefill(e, B, NULL, tp, len, z, NULL, err) ||
+	    (e->max_len > 1 && gpu_decode(e, B, NULL, tok, z, err)) ||
+	    (e->max_len > 2 && B > 1 && gpu_decode(e, 1, NULL, tok, z, err)))
+		goto out;
+	memset(s->pos, 0, (size_t)B * sizeof(int));
+	rc = 0;
+out:
+	free(tok);
+	free(len);
+	free(tp);
+	free(z);
+	return rc;
 }
 
 #else /* no CUDA in this build */

@@ -108,6 +108,11 @@ start_server() {
 	return 1
 }
 
+teardown() {
+	# a failed test leaves no server behind (bats would wait for it)
+	[ -z "${SERVER:-}" ] || kill -TERM "$SERVER" 2>/dev/null || true
+}
+
 stop_server() {
 	kill -TERM "$SERVER"
 	for _ in $(seq 1 100); do
@@ -116,6 +121,7 @@ stop_server() {
 	done
 	! kill -0 "$SERVER" 2>/dev/null
 	wait "$SERVER"
+	SERVER=
 }
 
 # bats test_tags=gpu
@@ -126,7 +132,7 @@ stop_server() {
 	for dev in cpu "cuda --fp32"; do
 		# shellcheck disable=SC2086
 		start_server --device $dev
-		curl -sS --max-time 60 -X PUT -H 'Content-Type: application/json' --data-binary "$body" \
+		curl -sS --max-time 30 -X PUT -H 'Content-Type: application/json' --data-binary "$body" \
 			"http://127.0.0.1:$PORT/api" > "answer-${dev%% *}.json"
 		stop_server
 	done
