@@ -130,6 +130,9 @@ def main():
         print(f"generate_ref.py: error: made {made} tokens a row, not {a.new_tokens}", file=sys.stderr)
         return 1
     n = a.batch * a.new_tokens
+    if impl == "transformers":
+        import transformers
+        impl += " " + transformers.__version__ + " on torch"
     print(json.dumps({"impl": impl + (" " + torch.__version__), "device": a.device, "dtype": a.dtype, "batch": a.batch,
                       "tokens": n, "seconds": round(dt, 3), "tokens_per_s": round(n / dt, 1),
                       "ms_per_step": round(1000 * dt / a.new_tokens, 2), "threads": torch.get_num_threads()}))

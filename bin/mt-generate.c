@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/backend.h"
 #include "../lib/genapi.h"
 #include "../lib/generate.h"
 #include "../lib/genserver.h"
@@ -21,7 +22,7 @@
 #include "tool.h"
 
 static const char *const synopsis[] = {
-	"--load CKPT [--max-tokens N] [--temperature T] [--top-k K | --top-p P] [--seed N] [--stop STR]... [--json [--logprobs]] [PROMPT...]",
+	"--load CKPT [--device cuda|cpu] [--fp32] [--max-tokens N] [--temperature T] [--top-k K | --top-p P] [--seed N] [--stop STR]... [--json [--logprobs]] [PROMPT...]",
 	"--load CKPT [options] --prompts-file FILE [--jsonl]",
 	"--load CKPT [--host ADDR] --server PORT",
 	NULL,
@@ -38,7 +39,7 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_LOAD = 256, O_MAX_TOKENS, O_TEMP, O_TOP_K, O_TOP_P, O_SEED, O_STOP, O_FILE, O_JSONL, O_JSON, O_LOGPROBS,
-	O_BATCH, O_EOD, O_SERVER, O_HOST, O_MAX_BODY, O_TOK_TYPE, O_VOCAB, O_MERGES, O_TOK_MODEL,
+	O_BATCH, O_EOD, O_SERVER, O_HOST, O_MAX_BODY, O_TOK_TYPE, O_VOCAB, O_MERGES, O_TOK_MODEL, O_DEVICE, O_BF16, O_FP32,
 };
 
 static const struct mt_option opts[] = {
@@ -53,6 +54,9 @@ static const struct mt_option opts[] = {
 	{ "jsonl", 0, MT_ARG_NONE, O_JSONL, NULL, "the prompts are JSON lines with a \"prompt\" or \"text\" string" },
 	{ "json", 0, MT_ARG_NONE, O_JSON, NULL, "output JSON lines: prompt, text, tokens, finish_reason" },
 	{ "logprobs", 0, MT_ARG_NONE, O_LOGPROBS, NULL, "with --json, log-probabilities of prompt and generated tokens" },
+	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cuda or cpu (default: cuda when a GPU is visible)" },
+	{ "bf16", 0, MT_ARG_NONE, O_BF16, NULL, "cuda: bf16 weights, activations and cache (the default on cuda)" },
+	{ "fp32", 0, MT_ARG_NONE, O_FP32, NULL, "cuda: fp32 weights, activations and cache (the CPU always computes in fp32)" },
 	{ "batch-size", 0, MT_ARG_REQUIRED, O_BATCH, "N", "prompts run together (default 32; the server's 8)" },
 	{ "eod-id", 0, MT_ARG_REQUIRED, O_EOD, "ID", "stop at this id instead of the tokenizer's end of document (-1: never)" },
 	{ "server", 0, MT_ARG_REQUIRED, O_SERVER, "PORT", "serve PUT /api (Megatron's REST interface) until SIGTERM or SIGINT" },
@@ -68,6 +72,7 @@ static const struct mt_option opts[] = {
 struct args {
 	const char *load, *file, *host;
 	int jsonl, json, logprobs, batch, port, quiet, eod_set;
+	int device_cuda, bf16, fp32;   /* device_cuda -1: cuda when a GPU is visible */
 	int32_t eod;
 	long long max_body;
 	struct mt_gen_opts g;
@@ -146,6 +151,7 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 	a->max_body = 1 << 20;
 	a->port = -1;
 	a->host = "127.0.0.1";
+	a->device_cuda = -1;
 	if (mt_opt_init(o, &info, opts, argc, argv))
 		mt_die_err(&o->err);
 	while ((id = mt_opt_next(o)) != MT_OPT_END) {
@@ -190,6 +196,16 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 		case O_VOCAB: a->tok.vocab_file = o->arg; break;
 		case O_MERGES: a->tok.merge_file = o->arg; break;
 		case O_TOK_MODEL: a->tok.tokenizer_model = o->arg; break;
+		case O_DEVICE:
+			if (!strcmp(o->arg, "cpu"))
+				a->device_cuda = 0;
+			else if (!strcmp(o->arg, "cuda"))
+				a->device_cuda = 1;
+			else
+				mt_die_usage(o, "--device must be cuda or cpu, not '%s'", o->arg);
+			break;
+		case O_BF16: a->bf16 = 1; break;
+		case O_FP32: a->fp32 = 1; break;
 		default: break;
 		}
 	}
@@ -204,9 +220,34 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 		mt_die_usage(o, "--server takes its prompts from requests, not from arguments or --prompts-file");
 	if (a->nprompts && a->file)
 		mt_die_usage(o, "prompts as arguments and --prompts-file together");
+	if (a->bf16 && a->fp32)
+		mt_die_usage(o, "--bf16 and --fp32 cannot be used together");
+	if (a->device_cuda < 0)
+		a->device_cuda = mt_backend_cuda_usable();
+	if (!a->device_cuda && a->bf16)
+		mt_die_usage(o, "--bf16 needs --device cuda (the CPU computes in fp32)");
 	a->g.stop = a->stop;
 	a->g.nstop = a->nstop;
 	a->g.logprobs = a->logprobs;
+}
+
+static const char *engine_name(const struct args *a)
+{
+	return !a->device_cuda ? "cpu fp32" : a->fp32 ? "cuda fp32" : "cuda bf16";
+}
+
+/* the engine: on the GPU in bf16 unless --fp32, or the CPU's; reported on stderr */
+static void engine_start(const struct args *a, struct mt_infer *e, struct mt_model *m, int batch, int maxlen)
+{
+	const struct mt_infer_ops *ops = !a->device_cuda ? &mt_infer_cpu : a->fp32 ? &mt_infer_cuda_fp32 : &mt_infer_cuda;
+	struct mt_err err = { 0 };
+	size_t cache;
+
+	if (ops->init(e, &m->cfg, &m->params, m->w, batch, maxlen, &err))
+		mt_die_err(&err);
+	cache = a->device_cuda ? mt_infer_cuda_cache_bytes(e) : mt_infer_cache_bytes(&m->cfg, batch, maxlen);
+	mt_info("engine: %s, batch %d, %d positions, %zu MiB%s (key/value cache %zu MiB)", engine_name(a), batch, maxlen,
+		e->ops->bytes(e) >> 20, a->device_cuda ? " on the GPU" : "", cache >> 20);
 }
 
 static double now(void)
@@ -271,8 +312,8 @@ int main(int argc, char **argv)
 		mt_die_err(&err);
 	if (a.port >= 0) {
 		batch = a.batch ? a.batch : 8;
-		if (mt_infer_cpu.init(&e, &m.cfg, &m.params, m.w, batch, m.cfg.max_position_embeddings, &err) ||
-		    mt_gen_init(&g, &e, &tk, &err))
+		engine_start(&a, &e, &m, batch, m.cfg.max_position_embeddings);
+		if (mt_gen_init(&g, &e, &tk, &err))
 			mt_die_err(&err);
 		if (a.eod_set)
 			g.eod = a.eod;
@@ -303,11 +344,11 @@ int main(int argc, char **argv)
 	batch = a.batch ? a.batch : 32;
 	if (batch > a.nprompts)
 		batch = a.nprompts;
-	if (mt_infer_cpu.init(&e, &m.cfg, &m.params, m.w, batch, maxlen, &err) || mt_gen_init(&g, &e, &tk, &err))
+	engine_start(&a, &e, &m, batch, maxlen);
+	if (mt_gen_init(&g, &e, &tk, &err))
 		mt_die_err(&err);
 	if (a.eod_set)
 		g.eod = a.eod;
-	mt_debug("engine %s: batch %d, %d positions, %zu MB", e.ops->name, batch, maxlen, e.ops->bytes(&e) >> 20);
 	t0 = now();
 	for (int b0 = 0; b0 < a.nprompts; b0 += batch) {
 		int nb = a.nprompts - b0 < batch ? a.nprompts - b0 : batch;
@@ -336,8 +377,9 @@ int main(int argc, char **argv)
 	}
 	{
 		double dt = now() - t0;
-		mt_info("%d prompt%s, %lld tokens generated in %.2f s (%.1f tokens/s, batch %d)", a.nprompts,
-			a.nprompts == 1 ? "" : "s", (long long)generated, dt, dt > 0 ? (double)generated / dt : 0.0, batch);
+		mt_info("%d prompt%s, %lld tokens generated in %.2f s (%.1f tokens/s, batch %d, %s)", a.nprompts,
+			a.nprompts == 1 ? "" : "s", (long long)generated, dt, dt > 0 ? (double)generated / dt : 0.0, batch,
+			engine_name(&a));
 	}
 	free(outs);
 out:

@@ -91,7 +91,7 @@ template <typename T>
 static int adamw(const mt_chunk *chunks, int64_t nchunks, const mt_adamw_scalars *s, float gscale, float *w,
 		 const float *g, float *m, float *v, void *wc)
 {
-	adamw_k<T><<<(unsigned)nchunks, 256>>>(chunks, *s, gscale, w, g, m, v, (T *)wc);
+	adamw_k<T><<<(unsigned)nchunks, 256, 0, MT_STREAM>>>(chunks, *s, gscale, w, g, m, v, (T *)wc);
 	MT_LAUNCH_CHECK("adamw");
 	return 0;
 }
@@ -100,7 +100,7 @@ template <typename T>
 static int convert(void *dst, const float *src, int64_t n)
 {
 	int64_t b = (n + 255) / 256;
-	convert_k<T><<<(unsigned)(b < 65536 ? b : 65536), 256>>>((T *)dst, src, n);
+	convert_k<T><<<(unsigned)(b < 65536 ? b : 65536), 256, 0, MT_STREAM>>>((T *)dst, src, n);
 	MT_LAUNCH_CHECK("convert");
 	return 0;
 }
@@ -118,9 +118,9 @@ extern "C" int mt_grad_sumsq_dev(const struct mt_chunk *chunks, int64_t nchunks,
 				 double *partial, double *out)
 {
 	MT_REQUIRE(nchunks > 0 && nchunks < (1ll << 31), "sumsq: %lld chunks", (long long)nchunks);
-	sumsq_k<<<(unsigned)nchunks, 256>>>(chunks, g, scale, partial);
+	sumsq_k<<<(unsigned)nchunks, 256, 0, MT_STREAM>>>(chunks, g, scale, partial);
 	MT_LAUNCH_CHECK("sumsq");
-	sum_partials_k<<<1, 256>>>(partial, nchunks, out);
+	sum_partials_k<<<1, 256, 0, MT_STREAM>>>(partial, nchunks, out);
 	MT_LAUNCH_CHECK("sumsq");
 	return 0;
 }

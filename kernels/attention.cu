@@ -197,7 +197,7 @@ template <typename T, int HD>
 static int fwd_hd(void *y, float *lse, const void *qkv, int B, geo g)
 {
 	constexpr int BK = HD >= 128 ? 32 : 64;
-	attn_fwd_k<T, HD, BK><<<dim3((unsigned)((g.T + ROWS - 1) / ROWS), (unsigned)g.np, (unsigned)B), ROWS>>>(
+	attn_fwd_k<T, HD, BK><<<dim3((unsigned)((g.T + ROWS - 1) / ROWS), (unsigned)g.np, (unsigned)B), ROWS, 0, MT_STREAM>>>(
 		(T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
@@ -209,10 +209,10 @@ static int bwd_hd(void *dqkv, const void *dy, const void *y, const float *lse, c
 {
 	constexpr int BK = HD >= 128 ? 32 : 64;
 	unsigned tiles = (unsigned)((g.T + ROWS - 1) / ROWS);
-	attn_bwd_dq_k<T, HD, BK><<<dim3(tiles, (unsigned)g.np, (unsigned)B), ROWS>>>(
+	attn_bwd_dq_k<T, HD, BK><<<dim3(tiles, (unsigned)g.np, (unsigned)B), ROWS, 0, MT_STREAM>>>(
 		(T *)dqkv, scratch, (const T *)dy, (const T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
-	attn_bwd_dkv_k<T, HD, BK><<<dim3(tiles, (unsigned)g.ng, (unsigned)B), ROWS>>>(
+	attn_bwd_dkv_k<T, HD, BK><<<dim3(tiles, (unsigned)g.ng, (unsigned)B), ROWS, 0, MT_STREAM>>>(
 		(T *)dqkv, scratch, (const T *)dy, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
@@ -390,7 +390,7 @@ static int fwd_reg(void *y, float *lse, const void *qkv, int B, geo g)
 {
 	size_t sm = (size_t)TC_TILE * 4 * tcdims<HD>::LDT * 2;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_reg<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-	attn_fwd_reg<T, HD><<<dim3((unsigned)((g.T + TC_TILE - 1) / TC_TILE), (unsigned)g.np, (unsigned)B), TC_THREADS, sm>>>(
+	attn_fwd_reg<T, HD><<<dim3((unsigned)((g.T + TC_TILE - 1) / TC_TILE), (unsigned)g.np, (unsigned)B), TC_THREADS, sm, MT_STREAM>>>(
 		(T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
@@ -612,10 +612,10 @@ static int bwd_reg(void *dqkv, const void *dy, const void *y, const float *lse, 
 	size_t sm = (size_t)TC_TILE * 4 * tcdims<HD>::LDT * 2 + 4 * TC_TILE * 4;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dq_reg<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
 	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dkv_reg<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-	attn_bwd_dq_reg<T, HD><<<dim3(tiles, (unsigned)g.np, (unsigned)B), TC_THREADS, sm>>>(
+	attn_bwd_dq_reg<T, HD><<<dim3(tiles, (unsigned)g.np, (unsigned)B), TC_THREADS, sm, MT_STREAM>>>(
 		(T *)dqkv, scratch, (const T *)dy, (const T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
-	attn_bwd_dkv_reg<T, HD><<<dim3(tiles, (unsigned)g.ng, (unsigned)B), TC_THREADS, sm>>>(
+	attn_bwd_dkv_reg<T, HD><<<dim3(tiles, (unsigned)g.ng, (unsigned)B), TC_THREADS, sm, MT_STREAM>>>(
 		(T *)dqkv, scratch, (const T *)dy, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;

@@ -120,7 +120,7 @@ template <typename T>
 static int classifier(void *logits, float *loss, const int32_t *target, int64_t rows, int64_t V, int grad,
 		      float gscale)
 {
-	classifier_k<T><<<(unsigned)rows, THREADS>>>((T *)logits, loss, target, V, grad, gscale);
+	classifier_k<T><<<(unsigned)rows, THREADS, 0, MT_STREAM>>>((T *)logits, loss, target, V, grad, gscale);
 	MT_LAUNCH_CHECK("classifier");
 	return 0;
 }

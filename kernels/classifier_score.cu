@@ -71,7 +71,7 @@ template <typename T>
 static int score(const void *logits, float *nll, int32_t *hit, const int32_t *target, int64_t rows, int64_t V,
 		 int64_t nv)
 {
-	score_k<T><<<(unsigned)rows, THREADS>>>((const T *)logits, nll, hit, target, V, nv);
+	score_k<T><<<(unsigned)rows, THREADS, 0, MT_STREAM>>>((const T *)logits, nll, hit, target, V, nv);
 	MT_LAUNCH_CHECK("classifier_score");
 	return 0;
 }

@@ -1,5 +1,5 @@
 // common.cuh: what the kernel files share: element conversions, warp sums, the check
-// macros and dispatch over mt_dtype. Included by kernels/*.cu only.
+// macros, the launch stream and dispatch over mt_dtype. Included by kernels/*.cu only.
 #ifndef MT_KERNELS_COMMON_CUH
 #define MT_KERNELS_COMMON_CUH
 
@@ -16,6 +16,9 @@
 		if (e_ != cudaSuccess)                                                             \
 			return mt_cuda_fail(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_)); \
 	} while (0)
+
+// the stream every launch goes to (cuda_err.h)
+#define MT_STREAM ((cudaStream_t)mt_cuda_stream())
 
 // after a launch: the configuration error, if any
 #define MT_LAUNCH_CHECK(what) MT_CUDA_CHECK(cudaGetLastError())

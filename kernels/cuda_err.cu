@@ -1,10 +1,12 @@
-// cuda_err.cu: the per-thread error message of the CUDA launchers (see cuda_err.h).
+// cuda_err.cu: the per-thread error message and launch stream of the CUDA launchers
+// (see cuda_err.h).
 #include "cuda_err.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
 static thread_local char msg[512];
+static thread_local void *stream;
 
 extern "C" const char *mt_cuda_error(void)
 {
@@ -21,4 +23,14 @@ extern "C" int mt_cuda_fail(const char *file, int line, const char *fmt, ...)
 		vsnprintf(msg + k, sizeof(msg) - (size_t)k, fmt, ap);
 	va_end(ap);
 	return -1;
+}
+
+extern "C" void mt_cuda_set_stream(void *s)
+{
+	stream = s;
+}
+
+extern "C" void *mt_cuda_stream(void)
+{
+	return stream;
 }

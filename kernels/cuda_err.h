@@ -1,9 +1,15 @@
-/* cuda_err.h: how the CUDA launchers report failure to C callers, and the element
- * types they take. Declarations only; kernels/cuda_err.cu has the code.
+/* cuda_err.h: how the CUDA launchers report failure to C callers, the element types
+ * they take, and the stream they launch on. Declarations only; kernels/cuda_err.cu has
+ * the code.
  *
  * Every launcher returns 0, or -1 after recording "file:line: what failed: CUDA's
  * reason" in a per-thread buffer that mt_cuda_error() returns, so lib/ code can turn
- * it into its own struct mt_err. */
+ * it into its own struct mt_err.
+ *
+ * Every launcher (cuBLASLt calls included) queues its work on the calling thread's
+ * stream: the legacy default stream unless mt_cuda_set_stream named another, so a
+ * caller can put a sequence of launches on its own stream and capture it in a CUDA
+ * graph (lib/infer_cuda.c's decode step). */
 #ifndef MT_KERNELS_CUDA_ERR_H
 #define MT_KERNELS_CUDA_ERR_H
 
@@ -17,6 +23,9 @@ enum mt_dtype { MT_F32 = 0, MT_BF16 = 1, MT_F16 = 2 };
 const char *mt_cuda_error(void);
 /* record a message (printf-style); returns -1 */
 int mt_cuda_fail(const char *file, int line, const char *fmt, ...);
+/* the calling thread's launch stream (a cudaStream_t; NULL: the legacy default stream) */
+void mt_cuda_set_stream(void *stream);
+void *mt_cuda_stream(void);
 
 #ifdef __cplusplus
 }

@@ -4,15 +4,16 @@
 #include "common.cuh"
 
 template <typename T>
-__global__ void embed_fwd_k(T *x, const int32_t *tok, const T *wte, const T *wpe, int64_t N, int T_, int h)
+__global__ void embed_fwd_k(T *x, const int32_t *tok, const int32_t *pos, const T *wte, const T *wpe, int64_t N,
+			    int T_, int h)
 {
-	int64_t n = blockIdx.x;
+	int64_t n = blockIdx.x, p = pos ? pos[n] : n % T_;
 	const T *e = wte + (int64_t)tok[n] * h;
 
 	for (int i = threadIdx.x; i < h; i += blockDim.x) {
 		float v = to_f(e[i]);
 		if (wpe)
-			v += to_f(wpe[(n % T_) * h + i]);
+			v += to_f(wpe[p * h + i]);
 		x[n * h + i] = from_f<T>(v);
 	}
 }
@@ -45,9 +46,11 @@ __global__ void embed_bwd_pos_k(float *gwpe, const T *dx, int64_t N, int T_, int
 }
 
 template <typename T>
-static int embed_fwd(void *x, const int32_t *tok, const void *wte, const void *wpe, int64_t N, int64_t T_, int64_t h)
+static int embed_fwd(void *x, const int32_t *tok, const int32_t *pos, const void *wte, const void *wpe, int64_t N,
+		     int64_t T_, int64_t h)
 {
-	embed_fwd_k<T><<<(unsigned)N, 256>>>((T *)x, tok, (const T *)wte, (const T *)wpe, N, (int)T_, (int)h);
+	embed_fwd_k<T><<<(unsigned)N, 256, 0, MT_STREAM>>>((T *)x, tok, pos, (const T *)wte, (const T *)wpe, N, (int)T_,
+							  (int)h);
 	MT_LAUNCH_CHECK("embed_fwd");
 	return 0;
 }
@@ -59,11 +62,11 @@ static int embed_bwd(float *gwte, float *gwpe, const void *dx, const int32_t *u_
 	unsigned cols = (unsigned)((h + 255) / 256);
 
 	if (nuniq > 0) {
-		embed_bwd_tok_k<T><<<dim3((unsigned)nuniq, cols), 256>>>(gwte, (const T *)dx, u_tok, start, pos, (int)h);
+		embed_bwd_tok_k<T><<<dim3((unsigned)nuniq, cols), 256, 0, MT_STREAM>>>(gwte, (const T *)dx, u_tok, start, pos, (int)h);
 		MT_LAUNCH_CHECK("embed_bwd");
 	}
 	if (gwpe) {
-		embed_bwd_pos_k<T><<<dim3((unsigned)T_, cols), 256>>>(gwpe, (const T *)dx, N, (int)T_, (int)h);
+		embed_bwd_pos_k<T><<<dim3((unsigned)T_, cols), 256, 0, MT_STREAM>>>(gwpe, (const T *)dx, N, (int)T_, (int)h);
 		MT_LAUNCH_CHECK("embed_bwd");
 	}
 	return 0;
@@ -73,7 +76,14 @@ extern "C" int mt_embed_fwd(enum mt_dtype dt, void *x, const int32_t *tok, const
 			    int64_t T_, int64_t h)
 {
 	MT_REQUIRE(N > 0 && N < (1ll << 31) && T_ > 0 && N % T_ == 0 && h > 0, "embed: bad shape");
-	return MT_DISPATCH(dt, embed_fwd, x, tok, wte, wpe, N, T_, h);
+	return MT_DISPATCH(dt, embed_fwd, x, tok, (const int32_t *)NULL, wte, wpe, N, T_, h);
+}
+
+extern "C" int mt_embed_rows(enum mt_dtype dt, void *x, const int32_t *tok, const int32_t *pos, const void *wte,
+			     const void *wpe, int64_t N, int64_t h)
+{
+	MT_REQUIRE(N > 0 && N < (1ll << 31) && h > 0, "embed: bad shape");
+	return MT_DISPATCH(dt, embed_fwd, x, tok, pos, wte, wpe, N, (int64_t)1, h);
 }
 
 extern "C" int mt_embed_bwd(enum mt_dtype dt, float *gwte, float *gwpe, const void *dx, const int32_t *u_tok,

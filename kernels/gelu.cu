@@ -33,7 +33,7 @@ static unsigned grid_for(int64_t n)
 template <typename T>
 static int gelu_fwd(void *out, const void *in, int64_t n)
 {
-	gelu_fwd_k<T><<<grid_for(n), 256>>>((T *)out, (const T *)in, n);
+	gelu_fwd_k<T><<<grid_for(n), 256, 0, MT_STREAM>>>((T *)out, (const T *)in, n);
 	MT_LAUNCH_CHECK("gelu");
 	return 0;
 }
@@ -41,7 +41,7 @@ static int gelu_fwd(void *out, const void *in, int64_t n)
 template <typename T>
 static int gelu_bwd(void *din, const void *dout, const void *in, int64_t n)
 {
-	gelu_bwd_k<T><<<grid_for(n), 256>>>((T *)din, (const T *)dout, (const T *)in, n);
+	gelu_bwd_k<T><<<grid_for(n), 256, 0, MT_STREAM>>>((T *)din, (const T *)dout, (const T *)in, n);
 	MT_LAUNCH_CHECK("gelu");
 	return 0;
 }

@@ -122,7 +122,7 @@ static int lt_gemm_epi(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, i
 		goto out;
 	}
 	LT_CHECK(cublasLtMatmul(lt->h, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &res.algo, lt->ws,
-				lt->ws_bytes, 0));
+				lt->ws_bytes, MT_STREAM));
 out:
 	if (pref)
 		cublasLtMatmulPreferenceDestroy(pref);
@@ -153,6 +153,14 @@ extern "C" int mt_linear_fwd(struct mt_lt *lt, enum mt_dtype dt, void *out, cons
 	MT_REQUIRE(N > 0 && IN > 0 && O > 0, "linear: empty shape %lld x %lld x %lld", (long long)N, (long long)IN,
 		   (long long)O);
 	return lt_gemm(lt, 1, 0, O, N, IN, t, W, IN, in, IN, resid ? 1.0f : 0.0f, t, resid, out, O, bias);
+}
+
+extern "C" int mt_linear_fwd_f32(struct mt_lt *lt, enum mt_dtype dt, float *out, const void *in, const void *W,
+				 int64_t N, int64_t IN, int64_t O)
+{
+	MT_REQUIRE(N > 0 && IN > 0 && O > 0, "linear: empty shape %lld x %lld x %lld", (long long)N, (long long)IN,
+		   (long long)O);
+	return lt_gemm(lt, 1, 0, O, N, IN, cuda_type(dt), W, IN, in, IN, 0.0f, CUDA_R_32F, NULL, out, O, NULL);
 }
 
 extern "C" int mt_linear_bwd_in(struct mt_lt *lt, enum mt_dtype dt, void *din, const void *dout, const void *W,

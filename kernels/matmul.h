@@ -24,6 +24,10 @@ void mt_lt_destroy(struct mt_lt *lt);
  * resid may be out itself */
 int mt_linear_fwd(struct mt_lt *lt, enum mt_dtype dt, void *out, const void *in, const void *W, const void *bias,
 		  const void *resid, int64_t N, int64_t IN, int64_t O);
+/* out[N,O] = in[N,IN] @ W[O,IN]^T in fp32 whatever dt the inputs have (the logits of
+ * inference, read on the host) */
+int mt_linear_fwd_f32(struct mt_lt *lt, enum mt_dtype dt, float *out, const void *in, const void *W, int64_t N,
+		      int64_t IN, int64_t O);
 /* din[N,IN] = dout[N,O] @ W[O,IN] (accumulate: +=) */
 int mt_linear_bwd_in(struct mt_lt *lt, enum mt_dtype dt, void *din, const void *dout, const void *W, int64_t N,
 		     int64_t IN, int64_t O, int accumulate);

@@ -292,17 +292,17 @@ static int colsum(float *d1, float *d2, const void *dout, const void *x, const f
 
 	if (vec_ok<T>(h, dout, x, NULL, NULL)) {
 		constexpr int VN = 16 / sizeof(T);
-		colsum_part_v<T><<<dim3((unsigned)((h + 32 * VN - 1) / (32 * VN)), (unsigned)chunks), dim3(32, 8)>>>(
+		colsum_part_v<T><<<dim3((unsigned)((h + 32 * VN - 1) / (32 * VN)), (unsigned)chunks), dim3(32, 8), 0, MT_STREAM>>>(
 			scratch, (const T *)dout, (const T *)x, stats, N, (int)h);
 		MT_LAUNCH_CHECK("colsum");
-		colsum_final_k<<<(unsigned)((h + 255) / 256), 256>>>(d1, d2, scratch, chunks, (int)h);
+		colsum_final_k<<<(unsigned)((h + 255) / 256), 256, 0, MT_STREAM>>>(d1, d2, scratch, chunks, (int)h);
 		MT_LAUNCH_CHECK("colsum");
 		return 0;
 	}
-	colsum_part_k<T><<<dim3((unsigned)((h + 31) / 32), (unsigned)chunks), dim3(32, 8)>>>(
+	colsum_part_k<T><<<dim3((unsigned)((h + 31) / 32), (unsigned)chunks), dim3(32, 8), 0, MT_STREAM>>>(
 		scratch, (const T *)dout, (const T *)x, stats, N, (int)h);
 	MT_LAUNCH_CHECK("colsum");
-	colsum_final_k<<<(unsigned)((h + 255) / 256), 256>>>(d1, d2, scratch, chunks, (int)h);
+	colsum_final_k<<<(unsigned)((h + 255) / 256), 256, 0, MT_STREAM>>>(d1, d2, scratch, chunks, (int)h);
 	MT_LAUNCH_CHECK("colsum");
 	return 0;
 }
@@ -312,12 +312,12 @@ static int norm_fwd(void *out, float *stats, const void *x, const void *w, const
 		    int rms, float eps)
 {
 	if (vec_ok<T>(h, out, x, w, b)) {
-		norm_fwd_v<T><<<(unsigned)((N + 7) / 8), 256>>>((T *)out, stats, (const T *)x, (const T *)w, (const T *)b,
+		norm_fwd_v<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)out, stats, (const T *)x, (const T *)w, (const T *)b,
 								  N, (int)h, rms, eps);
 		MT_LAUNCH_CHECK("norm_fwd");
 		return 0;
 	}
-	norm_fwd_k<T><<<(unsigned)((N + 7) / 8), 256>>>((T *)out, stats, (const T *)x, (const T *)w, (const T *)b, N,
+	norm_fwd_k<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)out, stats, (const T *)x, (const T *)w, (const T *)b, N,
 							  (int)h, rms, eps);
 	MT_LAUNCH_CHECK("norm_fwd");
 	return 0;
@@ -328,12 +328,12 @@ static int norm_bwd(void *dx, int accumulate, float *dw, float *db, const void *
 		    const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch)
 {
 	if (vec_ok<T>(h, dx, dout, x, w)) {
-		norm_bwd_dx_v<T><<<(unsigned)((N + 7) / 8), 256>>>((T *)dx, accumulate, (const T *)dout, (const T *)x,
+		norm_bwd_dx_v<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)dx, accumulate, (const T *)dout, (const T *)x,
 								     stats, (const T *)w, N, (int)h, rms);
 		MT_LAUNCH_CHECK("norm_bwd");
 		return colsum<T>(dw, db, dout, x, stats, N, h, scratch);
 	}
-	norm_bwd_dx_k<T><<<(unsigned)((N + 7) / 8), 256>>>((T *)dx, accumulate, (const T *)dout, (const T *)x, stats,
+	norm_bwd_dx_k<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)dx, accumulate, (const T *)dout, (const T *)x, stats,
 							     (const T *)w, N, (int)h, rms);
 	MT_LAUNCH_CHECK("norm_bwd");
 	return colsum<T>(dw, db, dout, x, stats, N, h, scratch);

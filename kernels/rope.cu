@@ -38,7 +38,7 @@ static int rope(void *qkv, const float *cs, int64_t N, int64_t T_, int np, int n
 {
 	int64_t total = N * (np + ng) * (hd / 2);
 
-	rope_k<T><<<(unsigned)((total + 255) / 256), 256>>>((T *)qkv, cs, N, (int)T_, np, ng, hd, inverse);
+	rope_k<T><<<(unsigned)((total + 255) / 256), 256, 0, MT_STREAM>>>((T *)qkv, cs, N, (int)T_, np, ng, hd, inverse);
 	MT_LAUNCH_CHECK("rope");
 	return 0;
 }

@@ -34,7 +34,7 @@ static unsigned grid_for(int64_t n)
 template <typename T>
 static int swiglu_fwd(void *out, const void *in, int64_t N, int64_t f)
 {
-	swiglu_fwd_k<T><<<grid_for(N * f), 256>>>((T *)out, (const T *)in, N, f);
+	swiglu_fwd_k<T><<<grid_for(N * f), 256, 0, MT_STREAM>>>((T *)out, (const T *)in, N, f);
 	MT_LAUNCH_CHECK("swiglu");
 	return 0;
 }
@@ -42,7 +42,7 @@ static int swiglu_fwd(void *out, const void *in, int64_t N, int64_t f)
 template <typename T>
 static int swiglu_bwd(void *din, const void *dout, const void *in, int64_t N, int64_t f)
 {
-	swiglu_bwd_k<T><<<grid_for(N * f), 256>>>((T *)din, (const T *)dout, (const T *)in, N, f);
+	swiglu_bwd_k<T><<<grid_for(N * f), 256, 0, MT_STREAM>>>((T *)din, (const T *)dout, (const T *)in, N, f);
 	MT_LAUNCH_CHECK("swiglu");
 	return 0;
 }

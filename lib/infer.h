@@ -17,8 +17,9 @@
  * Logits are raw (temperature 1) over the padded vocabulary, [n][padded_vocab_size];
  * whoever samples must look at the first vocab_size only (sample.h). The arithmetic is
  * the same as gpt.c's training forward (LayerNorm/RMSNorm, GELU tanh/SwiGLU, biases or
- * not, tied or untied output). infer_cpu.c is the reference (fp32, OpenBLAS, OpenMP); a
- * CUDA engine implements the same table. This file holds no sampling and no text. */
+ * not, tied or untied output). infer_cpu.c is the reference (fp32, OpenBLAS, OpenMP);
+ * infer_cuda.c implements the same table on a GPU. This file holds no sampling and no
+ * text. */
 #ifndef MT_INFER_H
 #define MT_INFER_H
 
@@ -59,8 +60,14 @@ struct mt_infer {
 };
 
 extern const struct mt_infer_ops mt_infer_cpu;
+/* infer_cuda.c: one GPU, weights, activations and cache in bf16 or in fp32, logits in
+ * fp32; init refuses where the build has no CUDA or no device is visible */
+extern const struct mt_infer_ops mt_infer_cuda, mt_infer_cuda_fp32;
+/* the CUDA engine's key/value cache in bytes (0 for other engines) */
+size_t mt_infer_cuda_cache_bytes(const struct mt_infer *e);
 
-/* Bytes the key/value cache takes: layers x 2 x batch x groups x len x head size x 4. */
+/* Bytes the CPU engine's key/value cache takes: layers x 2 x batch x groups x len x head
+ * size x 4 (the CUDA engine's: x 2 in bf16). */
 size_t mt_infer_cache_bytes(const struct mt_config *c, int max_batch, int max_len);
 
 #endif

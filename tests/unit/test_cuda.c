@@ -28,6 +28,7 @@
 #include "../../kernels/attention.h"
 #include "../../kernels/classifier.h"
 #include "../../kernels/classifier_score.h"
+#include "../../kernels/decode_attention.h"
 #include "../../kernels/embed.h"
 #include "../../kernels/gelu.h"
 #include "../../kernels/matmul.h"
@@ -200,6 +201,54 @@ static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
 	CHECK(dW.h, ref, O * IN, MT_F32, dt == MT_F32 ? "linear bwd weight (accumulated)" : "linear bwd weight from bf16");
 	drop(&x), drop(&W), drop(&b), drop(&r), drop(&y), drop(&dy), drop(&dx), drop(&dW);
 	free(ref), free(dW0);
+}
+
+/* decode_attention.cu: rows of different slots and lengths (one split, several, a full
+ * cache), grouped-query heads */
+static void test_decode_attention(enum mt_dtype dt, int np, int ng, int hd, int ML)
+{
+	int N = 3, per = np / ng, width = (np + 2 * ng) * hd;
+	int32_t slot[3] = { 2, 0, 1 }, pos[3] = { 0, ML > 72 ? 70 : ML - 2, ML - 1 }, *dsp;
+	struct buf qkv = mk(dt, (int64_t)N * width, 1), kc = mk(dt, 3LL * ng * ML * hd, 1), vc = mk(dt, 3LL * ng * ML * hd, 1);
+	struct buf y = out(dt, (int64_t)N * np * hd);
+	float *scr;
+	double *ref = malloc((size_t)N * np * hd * sizeof(double)), *sc = malloc((size_t)ML * sizeof(double));
+	char what[96];
+
+	cudaMalloc((void **)&dsp, 6 * sizeof(int32_t));
+	cudaMemcpy(dsp, slot, 3 * sizeof(int32_t), cudaMemcpyHostToDevice);
+	cudaMemcpy(dsp + 3, pos, 3 * sizeof(int32_t), cudaMemcpyHostToDevice);
+	cudaMalloc((void **)&scr, (size_t)mt_decode_attention_scratch(N, np, hd, ML) * sizeof(float));
+	ok(!mt_decode_attention(dt, y.d, qkv.d, kc.d, vc.d, dsp, dsp + 3, N, np, ng, hd, ML, scr), "decode attention runs %s",
+	   mt_cuda_error());
+	fetch(&y);
+	for (int n = 0; n < N; n++)
+		for (int hh = 0; hh < np; hh++) {
+			int g = hh / per;
+			const float *q = qkv.h + (int64_t)n * width + (int64_t)(g * (per + 2) + hh % per) * hd;
+			const float *K = kc.h + ((int64_t)slot[n] * ng + g) * ML * hd, *V = vc.h + ((int64_t)slot[n] * ng + g) * ML * hd;
+			double mx = -1e300, sum = 0;
+			for (int j = 0; j <= pos[n]; j++) {
+				double d = 0;
+				for (int e = 0; e < hd; e++)
+					d += (double)q[e] * K[(int64_t)j * hd + e];
+				sc[j] = d / sqrt((double)hd);
+				mx = sc[j] > mx ? sc[j] : mx;
+			}
+			for (int j = 0; j <= pos[n]; j++)
+				sum += (sc[j] = exp(sc[j] - mx));
+			for (int e = 0; e < hd; e++) {
+				double a = 0;
+				for (int j = 0; j <= pos[n]; j++)
+					a += sc[j] * V[(int64_t)j * hd + e];
+				ref[((int64_t)n * np + hh) * hd + e] = a / sum;
+			}
+		}
+	snprintf(what, sizeof(what), "decode attention (%d heads, %d groups, head size %d, %d positions)", np, ng, hd, ML);
+	CHECK(y.h, ref, (int64_t)N * np * hd, dt, what);
+	drop(&qkv), drop(&kc), drop(&vc), drop(&y);
+	cudaFree(dsp), cudaFree(scr);
+	free(ref), free(sc);
 }
 
 static void test_norm(enum mt_dtype dt, int rms, int64_t h)
@@ -871,6 +920,9 @@ int main(void)
 	for (int d = 0; d < 2; d++) {
 		enum mt_dtype dt = d ? MT_BF16 : MT_F32;
 		test_matmul(dt, lt);
+		test_decode_attention(dt, 4, 4, 16, 150);
+		test_decode_attention(dt, 6, 2, 64, 300);
+		test_decode_attention(dt, 2, 1, 128, 64);
 		test_norm(dt, 0, 200); /* 16-byte loads */
 		test_norm(dt, 1, 200);
 		test_norm(dt, 0, 203); /* element loads */

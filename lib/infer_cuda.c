@@ -1,0 +1,746 @@
+/* infer_cuda.c: the CUDA inference engine of infer.h: one GPU, weights, activations and
+ * the key/value cache in bf16 (mt_infer_cuda) or fp32 (mt_infer_cuda_fp32), the logits
+ * in fp32. It holds no sampling: the logits go to the host, where sample.c reads them
+ * as it reads the CPU engine's.
+ *
+ * Memory is planned at init: one device allocation for the weights (converted to the
+ * compute type on the host), one for everything else (the cache of every layer,
+ * [layer][slot][group][position][head size] for keys and the same for values, the
+ * activations of one prefill chunk, the logits, the rotary table, cuBLASLt's
+ * workspace), filled with NaN bytes so that a read of something never written shows;
+ * a plan larger than the GPU's free memory is refused before anything is allocated.
+ *
+ * Prefill packs whole prompts end to end (no padding) into chunks of at least max_len
+ * rows, so a prompt never straddles two chunks, and runs the training kernels on them:
+ * norms, cuBLASLt linears with their bias, residual and GELU epilogues, SwiGLU, and the
+ * causal flash-attention forward once per prompt; kvcache.cu rotates each row at its
+ * own position and stores its keys and values in its slot. Logits are made only for
+ * each prompt's last row, or for every row when log-probabilities are asked
+ * (classifier_score.cu gives log p of the next token over the real vocabulary).
+ *
+ * A decode step is the same layer sequence on one row per slot with
+ * decode_attention.cu over each slot's cache. Its launches (a hundred for GPT-2) are
+ * captured once per row count in a CUDA graph, with the copy of the step's inputs
+ * (tokens, slots, positions) from pinned host memory at its start and the copy of the
+ * logits back at its end, so a step costs one graph launch and one wait on the host.
+ * MT_CUDA_GRAPHS=0 in the environment launches them one by one instead (for comparing).
+ * Init ends with a warm-up (a prefill and decode steps at batch 1 and max_batch) so that
+ * module loading, cuBLASLt's first calls and the two most used captures are paid there,
+ * not by the first request. */
+#include "infer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef MT_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+
+#include "../kernels/attention.h"
+#include "../kernels/classifier_score.h"
+#include "../kernels/decode_attention.h"
+#include "../kernels/embed.h"
+#include "../kernels/kvcache.h"
+#include "../kernels/matmul.h"
+#include "../kernels/norm.h"
+#include "../kernels/swiglu.h"
+#include "log.h"
+
+#define WORKSPACE (32u << 20)
+#define CHUNK_MIN 2048   /* prefill rows of one forward, at least max_len */
+#define LOGIT_ROWS 128   /* logits made at a time in prefill, at least max_batch */
+
+struct gpu {
+	const struct mt_config *c;
+	const struct mt_params *t;
+	enum mt_dtype dt;
+	size_t es;
+	int64_t L, h, np, ng, hd, q, qkv, f, fc1, V, vocab;
+	int64_t chunk, lrows, cache_elems; /* cache_elems: one layer's keys */
+	size_t bytes[2], cache_bytes;
+	void *mem[2];
+	void *wc;                          /* weights in dt, params.h's layout */
+	void *kc, *vc;
+	void *x, *ln, *qkvb, *y, *mid, *fc1b, *act;
+	float *stats, *lse, *scratch, *rope_cs, *logits, *nll;
+	int32_t *rows, *dec, *hit;         /* device: [4][chunk] token, slot, position, target; [3][max_batch] */
+	int32_t *h_rows, *h_dec;           /* pinned host copies */
+	float *h_logits, *h_nll;           /* pinned: [max_batch][V], [chunk] */
+	int *pos;                          /* tokens cached per slot */
+	int *p_off, *p_len;                /* prompts of a chunk: first row, length */
+	cudaStream_t st;
+	struct mt_lt *lt;
+	cudaGraphExec_t *graph;            /* [max_batch + 1]: the decode step for n rows */
+	int use_graphs, failed;
+};
+
+static void *wp(const struct gpu *s, int layer, enum mt_param_kind k)
+{
+	const struct mt_param *p = mt_params_get(s->t, layer, k);
+	return p ? (char *)s->wc + (size_t)p->offset * s->es : NULL;
+}
+
+static void *at(const struct gpu *s, void *base, int64_t r, int64_t width)
+{
+	return (char *)base + (size_t)(r * width) * s->es;
+}
+
+static int fail(struct gpu *s, struct mt_err *err, const char *what)
+{
+	s->failed = 1;
+	return mt_err_set(err, MT_EXIT_IO, "CUDA inference engine: %s: %s", what, mt_cuda_error());
+}
+
+static int rt_fail(struct gpu *s, struct mt_err *err, const char *what, cudaError_t e)
+{
+	s->failed = 1;
+	return mt_err_set(err, MT_EXIT_IO, "CUDA inference engine: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* a launcher's failure: record and leave the function */
+#define K(call)                                                                                    \
+	do {                                                                                       \
+		if ((call))                                                                        \
+			return fail(s, err, #call);                                                \
+	} while (0)
+#define RT(call)                                                                                   \
+	do {                                                                                       \
+		cudaError_t e_ = (call);                                                           \
+		if (e_ != cudaSuccess)                                                             \
+			return rt_fail(s, err, #call, e_);                                         \
+	} while (0)
+
+/* ---- the plan ---- */
+
+struct carve {
+	char *base;
+	size_t off;
+};
+
+static void *take(struct carve *k, size_t bytes)
+{
+	void *p = k->base ? k->base + k->off : NULL;
+	k->off += (bytes + 255) & ~(size_t)255;
+	return p;
+}
+
+/* lay out (base NULL: only measure) everything but the weights */
+static size_t plan(struct gpu *s, struct mt_infer *e, char *base)
+{
+	struct carve k = { base, 0 };
+	size_t es = s->es, n = (size_t)s->chunk;
+
+	s->kc = take(&k, (size_t)s->L * (size_t)s->cache_elems * es);
+	s->vc = take(&k, (size_t)s->L * (size_t)s->cache_elems * es);
+	s->cache_bytes = k.off;
+	s->x = take(&k, n * (size_t)s->h * es);
+	s->ln = take(&k, n * (size_t)s->h * es);
+	s->mid = take(&k, n * (size_t)s->h * es);
+	s->qkvb = take(&k, n * (size_t)s->qkv * es);
+	s->y = take(&k, n * (size_t)s->q * es);
+	s->fc1b = take(&k, n * (size_t)s->fc1 * es);
+	s->act = take(&k, n * (size_t)s->f * es);
+	s->stats = take(&k, n * 2 * sizeof(float));
+	s->lse = take(&k, n * (size_t)s->np * sizeof(float));
+	s->scratch = take(&k, (size_t)mt_decode_attention_scratch(e->max_batch, (int)s->np, (int)s->hd, e->max_len) *
+				      sizeof(float));
+	s->rope_cs = take(&k, (size_t)e->max_len * (size_t)s->hd * sizeof(float));
+	s->logits = take(&k, (size_t)s->lrows * (size_t)s->V * sizeof(float));
+	s->nll = take(&k, n * sizeof(float));
+	s->hit = take(&k, n * sizeof(int32_t));
+	s->rows = take(&k, 4 * n * sizeof(int32_t));
+	s->dec = take(&k, 3 * (size_t)e->max_batch * sizeof(int32_t));
+	take(&k, WORKSPACE);
+	return k.off;
+}
+
+static void gpu_free(struct mt_infer *e)
+{
+	struct gpu *s = e->state;
+
+	if (!s)
+		return;
+	if (s->graph)
+		for (int n = 0; n <= e->max_batch; n++)
+			if (s->graph[n])
+				cudaGraphExecDestroy(s->graph[n]);
+	free(s->graph);
+	mt_lt_destroy(s->lt);
+	if (s->st)
+		cudaStreamDestroy(s->st);
+	for (int i = 0; i < 2; i++)
+		if (s->mem[i])
+			cudaFree(s->mem[i]);
+	if (s->h_rows)
+		cudaFreeHost(s->h_rows);
+	if (s->h_dec)
+		cudaFreeHost(s->h_dec);
+	if (s->h_logits)
+		cudaFreeHost(s->h_logits);
+	if (s->h_nll)
+		cudaFreeHost(s->h_nll);
+	free(s->pos);
+	free(s->p_off);
+	free(s->p_len);
+	free(s);
+	e->state = NULL;
+}
+
+static double mib(size_t n) { return (double)n / (1024.0 * 1024.0); }
+
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
+	u += 0x7fffu + ((u >> 16) & 1u);     /* round to nearest even, as __float2bfloat16_rn */
+	return (uint16_t)(u >> 16);
+}
+
+/* the weights to the device in the compute type */
+static int upload(struct gpu *s, const float *w, struct mt_err *err)
+{
+	size_t n = (size_t)s->t->total;
+	uint16_t *b;
+
+	if (s->dt == MT_F32) {
+		RT(cudaMemcpy(s->wc, w, n * sizeof(float), cudaMemcpyHostToDevice));
+		return 0;
+	}
+	if (!(b = malloc(n * sizeof(uint16_t))))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory converting the weights to bf16");
+	#pragma omp parallel for if (n > 65536)
+	for (size_t i = 0; i < n; i++)
+		b[i] = to_bf16(w[i]);
+	{
+		cudaError_t e = cudaMemcpy(s->wc, b, n * sizeof(uint16_t), cudaMemcpyHostToDevice);
+		free(b);
+		RT(e);
+	}
+	return 0;
+}
+
+static int setup(struct gpu *s, struct mt_infer *e, const float *w, struct mt_err *err);
+static int warm_up(struct mt_infer *e, struct mt_err *err);
+
+static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const struct mt_params *t, const float *w,
+		       int max_batch, int max_len, enum mt_dtype dt, const struct mt_infer_ops *ops, struct mt_err *err)
+{
+	struct gpu *s = calloc(1, sizeof(*s));
+	size_t free_b = 0, total_b = 0;
+	const char *ge = getenv("MT_CUDA_GRAPHS");
+	int ndev = 0;
+	cudaError_t ce;
+
+	if (!s)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory for the inference engine");
+	memset(e, 0, sizeof(*e));
+	e->ops = ops;
+	e->state = s;
+	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+		cudaGetLastError();
+		gpu_free(e);
+		return mt_err_set(err, MT_EXIT_IO, "no CUDA device is visible: use --device cpu");
+	}
+	if (max_batch < 1 || max_len < 1 || max_batch > 65535) {
+		gpu_free(e);
+		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: batch %d (1..65535) and length %d must be positive",
+				  max_batch, max_len);
+	}
+	if (c->position_embedding_type == MT_POS_LEARNED && max_len > c->max_position_embeddings) {
+		gpu_free(e);
+		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: length %d exceeds the model's %d learned positions",
+				  max_len, c->max_position_embeddings);
+	}
+	if (c->kv_channels != 8 && c->kv_channels != 16 && c->kv_channels != 32 && c->kv_channels != 64 &&
+	    c->kv_channels != 128) {
+		int hd = c->kv_channels;
+		gpu_free(e);
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "the CUDA inference engine supports head sizes 8, 16, 32, 64 and 128, not %d: use --device cpu", hd);
+	}
+	e->max_batch = max_batch;
+	e->max_len = max_len;
+	e->vocab = c->vocab_size;
+	e->padded_vocab = c->padded_vocab_size;
+	s->c = c;
+	s->t = t;
+	s->dt = dt;
+	s->es = dt == MT_F32 ? 4 : 2;
+	s->L = c->num_layers;
+	s->h = c->hidden_size;
+	s->np = c->num_attention_heads;
+	s->ng = c->num_query_groups;
+	s->hd = c->kv_channels;
+	s->q = s->np * s->hd;
+	s->qkv = s->q + 2 * s->ng * s->hd;
+	s->f = c->ffn_hidden_size;
+	s->fc1 = c->swiglu ? 2 * s->f : s->f;
+	s->V = c->padded_vocab_size;
+	s->vocab = c->vocab_size;
+	s->chunk = (int64_t)max_batch * max_len < CHUNK_MIN ? (int64_t)max_batch * max_len : CHUNK_MIN;
+	if (s->chunk < max_len)
+		s->chunk = max_len;
+	s->lrows = max_batch > LOGIT_ROWS ? max_batch : LOGIT_ROWS;
+	s->cache_elems = (int64_t)max_batch * s->ng * max_len * s->hd;
+	s->use_graphs = !(ge && !strcmp(ge, "0"));
+	s->bytes[0] = (size_t)t->total * s->es;
+	s->bytes[1] = plan(s, e, NULL);
+	s->pos = calloc((size_t)max_batch, sizeof(int));
+	s->p_off = malloc((size_t)max_batch * sizeof(int));
+	s->p_len = malloc((size_t)max_batch * sizeof(int));
+	s->graph = calloc((size_t)max_batch + 1, sizeof(*s->graph));
+	if (!s->pos || !s->p_off || !s->p_len || !s->graph) {
+		gpu_free(e);
+		return mt_err_set(err, MT_EXIT_IO, "out of memory for the inference engine");
+	}
+	ce = cudaMemGetInfo(&free_b, &total_b);
+	if (ce != cudaSuccess) {
+		gpu_free(e);
+		return mt_err_set(err, MT_EXIT_IO, "cannot query the GPU's memory: %s", cudaGetErrorString(ce));
+	}
+	if (s->bytes[0] + s->bytes[1] + (64u << 20) > free_b) {
+		size_t w0 = s->bytes[0], w1 = s->bytes[1], cb = s->cache_bytes;
+		gpu_free(e);
+		return mt_err_set(err, MT_EXIT_IO,
+				  "the model does not fit the GPU: it needs %.0f MiB (weights %.0f, key/value cache %.0f, "
+				  "activations %.0f) and %.0f MiB are free: lower --batch-size or --max-tokens",
+				  mib(w0 + w1), mib(w0), mib(cb), mib(w1 - cb), mib(free_b));
+	}
+	for (int i = 0; i < 2; i++)
+		if ((ce = cudaMalloc(&s->mem[i], s->bytes[i])) != cudaSuccess) {
+			size_t b = s->bytes[i];
+			gpu_free(e);
+			return mt_err_set(err, MT_EXIT_IO, "cannot allocate %.0f MiB of GPU memory for the %s: %s", mib(b),
+					  i ? "key/value cache and activations" : "weights", cudaGetErrorString(ce));
+		}
+	s->wc = s->mem[0];
+	plan(s, e, s->mem[1]);
+	if (setup(s, e, w, err) || warm_up(e, err)) {
+		gpu_free(e);
+		return -1;
+	}
+	return 0;
+}
+
+/* what init does once the device memory is there */
+static int setup(struct gpu *s, struct mt_infer *e, const float *w, struct mt_err *err)
+{
+	const struct mt_config *c = s->c;
+	int max_batch = e->max_batch, max_len = e->max_len;
+	cudaError_t ce;
+	float *cs;
+
+	RT(cudaMallocHost((void **)&s->h_rows, 4 * (size_t)s->chunk * sizeof(int32_t)));
+	RT(cudaMallocHost((void **)&s->h_dec, 3 * (size_t)max_batch * sizeof(int32_t)));
+	RT(cudaMallocHost((void **)&s->h_logits, (size_t)max_batch * (size_t)s->V * sizeof(float)));
+	RT(cudaMallocHost((void **)&s->h_nll, (size_t)s->chunk * sizeof(float)));
+	RT(cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking));
+	if (mt_lt_create(&s->lt, (char *)s->mem[1] + s->bytes[1] - WORKSPACE, WORKSPACE))
+		return fail(s, err, "cuBLASLt");
+	RT(cudaMemset(s->mem[1], 0xff, s->bytes[1])); /* NaN in every precision */
+	if (upload(s, w, err))
+		return -1;
+	/* rotary table, in double as gpt.c computes it, rounded once */
+	if (!(cs = malloc((size_t)max_len * (size_t)s->hd * sizeof(float))))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	for (int64_t p = 0; p < max_len; p++)
+		for (int64_t i = 0; i < s->hd / 2; i++) {
+			double ang = (double)p * pow(c->rotary_base, -2.0 * (double)i / (double)s->hd);
+			cs[(p * (s->hd / 2) + i) * 2] = (float)cos(ang);
+			cs[(p * (s->hd / 2) + i) * 2 + 1] = (float)sin(ang);
+		}
+	ce = cudaMemcpy(s->rope_cs, cs, (size_t)max_len * (size_t)s->hd * sizeof(float), cudaMemcpyHostToDevice);
+	free(cs);
+	RT(ce);
+	RT(cudaDeviceSynchronize());
+	return 0;
+}
+
+static int gpu_init(struct mt_infer *e, const struct mt_config *c, const struct mt_params *t, const float *w,
+		    int max_batch, int max_len, struct mt_err *err)
+{
+	return gpu_init_dt(e, c, t, w, max_batch, max_len, MT_BF16, &mt_infer_cuda, err);
+}
+
+static int gpu_init_fp32(struct mt_infer *e, const struct mt_config *c, const struct mt_params *t, const float *w,
+			 int max_batch, int max_len, struct mt_err *err)
+{
+	return gpu_init_dt(e, c, t, w, max_batch, max_len, MT_F32, &mt_infer_cuda_fp32, err);
+}
+
+static size_t gpu_bytes(const struct mt_infer *e)
+{
+	const struct gpu *s = e->state;
+	return s ? s->bytes[0] + s->bytes[1] : 0;
+}
+
+size_t mt_infer_cuda_cache_bytes(const struct mt_infer *e)
+{
+	const struct gpu *s = e->state;
+	return s ? s->cache_bytes : 0;
+}
+
+/* ---- the forward pass ---- */
+
+/* n rows (tokens, slots, positions: device arrays) from the embedding to the final norm,
+ * leaving the normalized hidden states in s->ln. decode: each row attends over its slot's
+ * cache; otherwise the rows are np_ whole prompts (s->p_off, s->p_len), each from position 0 */
+static int forward(struct gpu *s, struct mt_infer *e, int64_t n, const int32_t *tok, const int32_t *slot,
+		   const int32_t *pos, int decode, int np_, struct mt_err *err)
+{
+	const struct mt_config *c = s->c;
+	enum mt_dtype dt = s->dt;
+	int rms = c->normalization == MT_NORM_RMSNORM;
+	float eps = (float)c->norm_epsilon;
+	const float *cs = c->position_embedding_type == MT_POS_ROPE ? s->rope_cs : NULL;
+
+	K(mt_embed_rows(dt, s->x, tok, pos, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), n, s->h));
+	for (int l = 0; l < s->L; l++) {
+		void *kc = at(s, s->kc, l, s->cache_elems), *vc = at(s, s->vc, l, s->cache_elems);
+		K(mt_norm_fwd(dt, s->ln, s->stats, s->x, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), n, s->h, rms, eps));
+		K(mt_linear_fwd(s->lt, dt, s->qkvb, s->ln, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, n, s->h, s->qkv));
+		K(mt_kv_append(dt, s->qkvb, kc, vc, slot, pos, cs, n, (int)s->np, (int)s->ng, (int)s->hd, e->max_len));
+		if (decode) {
+			K(mt_decode_attention(dt, s->y, s->qkvb, kc, vc, slot, pos, n, (int)s->np, (int)s->ng, (int)s->hd,
+					      e->max_len, s->scratch));
+		} else {
+			for (int k = 0; k < np_; k++)
+				K(mt_attention_fwd(dt, at(s, s->y, s->p_off[k], s->q), s->lse, at(s, s->qkvb, s->p_off[k], s->qkv),
+						   1, s->p_len[k], (int)s->np, (int)s->ng, (int)s->hd));
+		}
+		K(mt_linear_fwd(s->lt, dt, s->mid, s->y, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), s->x, n, s->q, s->h));
+		K(mt_norm_fwd(dt, s->ln, s->stats, s->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B), n, s->h, rms, eps));
+		if (c->swiglu) {
+			K(mt_linear_fwd(s->lt, dt, s->fc1b, s->ln, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, n, s->h,
+					s->fc1));
+			K(mt_swiglu_fwd(dt, s->act, s->fc1b, n, s->f));
+		} else {
+			K(mt_linear_fwd_gelu(s->lt, dt, s->act, s->fc1b, s->ln, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), n,
+					     s->h, s->fc1));
+		}
+		K(mt_linear_fwd(s->lt, dt, s->x, s->act, wp(s, l, MT_P_FC2_W), wp(s, l, MT_P_FC2_B), s->mid, n, s->f, s->h));
+	}
+	K(mt_norm_fwd(dt, s->ln, s->stats, s->x, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), n, s->h, rms, eps));
+	return 0;
+}
+
+static void *output_weight(const struct gpu *s)
+{
+	return s->c->untie_embeddings_and_output_weights ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
+}
+
+static int check_slot(struct mt_infer *e, int slot, struct mt_err *err)
+{
+	if (slot < 0 || slot >= e->max_batch)
+		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: slot %d outside 0..%d", slot, e->max_batch - 1);
+	return 0;
+}
+
+static int check_tok(struct mt_infer *e, int32_t tok, struct mt_err *err)
+{
+	if (tok < 0 || tok >= e->padded_vocab)
+		return mt_err_set(err, MT_EXIT_DATA, "inference engine: token id %d outside the vocabulary (0..%lld)", (int)tok,
+				  (long long)e->padded_vocab - 1);
+	return 0;
+}
+
+/* one chunk of prefill: prompts [i0, i1) packed from row 0, m rows */
+static int prefill_chunk(struct gpu *s, struct mt_infer *e, int i0, int i1, int64_t m, const int *slots,
+			 const int32_t *const *tokens, const int *lens, float *logits, float *const *lp,
+			 struct mt_err *err)
+{
+	int32_t *ht = s->h_rows, *hs = ht + s->chunk, *hp = hs + s->chunk, *hg = hp + s->chunk;
+	int32_t *dt_ = s->rows, *ds = dt_ + s->chunk, *dp = ds + s->chunk, *dg = dp + s->chunk;
+	int npr = i1 - i0;
+	int64_t r = 0, nrows;
+	void *src;
+
+	RT(cudaStreamSynchronize(s->st)); /* the pinned rows of the last chunk are read */
+	for (int i = i0; i < i1; i++) {
+		s->p_off[i - i0] = (int)r;
+		s->p_len[i - i0] = lens[i];
+		for (int j = 0; j < lens[i]; j++, r++) {
+			ht[r] = tokens[i][j];
+			hs[r] = slots ? slots[i] : i;
+			hp[r] = j;
+			hg[r] = j + 1 < lens[i] ? tokens[i][j + 1] : -1;
+		}
+	}
+	for (int k = 0; k < 4; k++)
+		RT(cudaMemcpyAsync(s->rows + k * s->chunk, s->h_rows + k * s->chunk, (size_t)m * sizeof(int32_t),
+				   cudaMemcpyHostToDevice, s->st));
+	if (forward(s, e, m, dt_, ds, dp, 0, npr, err))
+		return -1;
+	/* the rows that need logits: all of them with log-probabilities, else each prompt's
+	 * last, gathered into s->mid */
+	if (lp) {
+		src = s->ln;
+		nrows = m;
+	} else {
+		for (int k = 0; k < npr; k++)
+			RT(cudaMemcpyAsync(at(s, s->mid, k, s->h), at(s, s->ln, s->p_off[k] + s->p_len[k] - 1, s->h),
+					   (size_t)s->h * s->es, cudaMemcpyDeviceToDevice, s->st));
+		src = s->mid;
+		nrows = npr;
+	}
+	for (int64_t r0 = 0; r0 < nrows; r0 += s->lrows) {
+		int64_t rows = nrows - r0 < s->lrows ? nrows - r0 : s->lrows;
+		K(mt_linear_fwd_f32(s->lt, s->dt, s->logits, at(s, src, r0, s->h), output_weight(s), rows, s->h, s->V));
+		if (lp)
+			K(mt_classifier_score(MT_F32, s->logits, s->nll + r0, s->hit + r0, dg + r0, rows, s->V, s->vocab));
+		for (int k = 0; k < npr; k++) {
+			int64_t last = lp ? s->p_off[k] + s->p_len[k] - 1 : k;
+			if (last >= r0 && last < r0 + rows)
+				RT(cudaMemcpyAsync(logits + (int64_t)(i0 + k) * s->V, s->logits + (last - r0) * s->V,
+						   (size_t)s->V * sizeof(float), cudaMemcpyDeviceToHost, s->st));
+		}
+	}
+	if (lp) {
+		RT(cudaMemcpyAsync(s->h_nll, s->nll, (size_t)m * sizeof(float), cudaMemcpyDeviceToHost, s->st));
+		RT(cudaStreamSynchronize(s->st));
+		for (int k = 0; k < npr; k++)
+			for (int j = 0; j + 1 < s->p_len[k]; j++)
+				lp[i0 + k][j] = -s->h_nll[s->p_off[k] + j];
+	}
+	return 0;
+}
+
+static int gpu_prefill(struct mt_infer *e, int n, const int *slots, const int32_t *const *tokens, const int *lens,
+		       float *logits, float *const *lp, struct mt_err *err)
+{
+	struct gpu *s = e->state;
+	void *prev = mt_cuda_stream();
+	int i = 0, rc = 0;
+
+	if (s->failed)
+		return mt_err_set(err, MT_EXIT_IO, "CUDA inference engine: unusable after an earlier failure");
+	if (n < 1 || n > e->max_batch)
+		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: %d prompts in one prefill (1..%d)", n, e->max_batch);
+	for (int k = 0; k < n; k++) {
+		int slot = slots ? slots[k] : k;
+		if (check_slot(e, slot, err))
+			return -1;
+		if (lens[k] < 1 || lens[k] > e->max_len)
+			return mt_err_set(err, MT_EXIT_USAGE, "inference engine: prompt of %d tokens (1..%d fit)", lens[k],
+					  e->max_len);
+		for (int p = 0; p < lens[k]; p++) {
+			if (check_tok(e, tokens[k][p], err))
+				return -1;
+			if (lp && p > 0 && tokens[k][p] >= e->vocab)
+				return mt_err_set(err, MT_EXIT_DATA,
+						  "inference engine: token id %d has no log-probability (vocabulary %lld)",
+						  (int)tokens[k][p], (long long)e->vocab);
+		}
+		s->pos[slot] = 0;
+	}
+	mt_cuda_set_stream(s->st);
+	while (i < n && !rc) {
+		int i1 = i;
+		int64_t m = 0;
+		while (i1 < n && m + lens[i1] <= s->chunk)
+			m += lens[i1++];
+		rc = prefill_chunk(s, e, i, i1, m, slots, tokens, lens, logits, lp, err);
+		i = i1;
+	}
+	if (!rc) {
+		cudaError_t ce = cudaStreamSynchronize(s->st);
+		if (ce != cudaSuccess)
+			rc = rt_fail(s, err, "prefill", ce);
+	}
+	mt_cuda_set_stream(prev);
+	if (rc)
+		return -1;
+	for (int k = 0; k < n; k++)
+		s->pos[slots ? slots[k] : k] = lens[k];
+	return 0;
+}
+
+/* the launches of one decode step of n rows; the inputs are in s->h_dec */
+static int step(struct gpu *s, struct mt_infer *e, int n, struct mt_err *err)
+{
+	int32_t *tok = s->dec, *slot = tok + e->max_batch, *pos = slot + e->max_batch;
+
+	RT(cudaMemcpyAsync(s->dec, s->h_dec, 3 * (size_t)e->max_batch * sizeof(int32_t), cudaMemcpyHostToDevice, s->st));
+	if (forward(s, e, n, tok, slot, pos, 1, 0, err))
+		return -1;
+	K(mt_linear_fwd_f32(s->lt, s->dt, s->logits, s->ln, output_weight(s), n, s->h, s->V));
+	RT(cudaMemcpyAsync(s->h_logits, s->logits, (size_t)n * (size_t)s->V * sizeof(float), cudaMemcpyDeviceToHost, s->st));
+	return 0;
+}
+
+static int capture(struct gpu *s, struct mt_infer *e, int n, struct mt_err *err)
+{
+	cudaGraph_t g = NULL;
+	cudaError_t ce;
+	int rc;
+
+	RT(cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal));
+	rc = step(s, e, n, err);
+	ce = cudaStreamEndCapture(s->st, &g);
+	if (rc) {
+		if (g)
+			cudaGraphDestroy(g);
+		return -1;
+	}
+	if (ce != cudaSuccess)
+		return rt_fail(s, err, "capturing the decode step", ce);
+	ce = cudaGraphInstantiate(&s->graph[n], g, 0);
+	cudaGraphDestroy(g);
+	if (ce != cudaSuccess) {
+		s->graph[n] = NULL;
+		return rt_fail(s, err, "instantiating the decode step", ce);
+	}
+	return 0;
+}
+
+static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t *tokens, float *logits,
+		      struct mt_err *err)
+{
+	struct gpu *s = e->state;
+	int32_t *tok = s->h_dec, *slot = tok + e->max_batch, *pos = slot + e->max_batch;
+	void *prev = mt_cuda_stream();
+	int rc = 0;
+
+	if (s->failed)
+		return mt_err_set(err, MT_EXIT_IO, "CUDA inference engine: unusable after an earlier failure");
+	if (n < 1 || n > e->max_batch)
+		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: %d rows in one decode step (1..%d)", n, e->max_batch);
+	for (int k = 0; k < n; k++) {
+		int sl = slots ? slots[k] : k;
+		if (check_slot(e, sl, err) || check_tok(e, tokens[k], err))
+			return -1;
+		if (s->pos[sl] >= e->max_len)
+			return mt_err_set(err, MT_EXIT_USAGE, "inference engine: slot %d is full (%d tokens)", sl, e->max_len);
+		tok[k] = tokens[k];
+		slot[k] = sl;
+		pos[k] = s->pos[sl];
+	}
+	mt_cuda_set_stream(s->st);
+	if (s->use_graphs && !s->graph[n] && capture(s, e, n, err)) {
+		/* launched one by one from now on, as MT_CUDA_GRAPHS=0 */
+		mt_warn("CUDA inference engine: no CUDA graph for the decode step (%s): launching its kernels one by one",
+			err->msg);
+		cudaGetLastError();
+		s->use_graphs = 0;
+		s->failed = 0;
+	}
+	if (s->use_graphs) {
+		cudaError_t ce = cudaGraphLaunch(s->graph[n], s->st);
+		if (ce != cudaSuccess)
+			rc = rt_fail(s, err, "launching the decode step", ce);
+	} else {
+		rc = step(s, e, n, err);
+	}
+	if (!rc) {
+		cudaError_t ce = cudaStreamSynchronize(s->st);
+		if (ce != cudaSuccess)
+			rc = rt_fail(s, err, "decode step", ce);
+	}
+	mt_cuda_set_stream(prev);
+	if (rc)
+		return -1;
+	memcpy(logits, s->h_logits, (size_t)n * (size_t)s->V * sizeof(float));
+	for (int k = 0; k < n; k++)
+		s->pos[slot[k]]++;
+	return 0;
+}
+
+/* One prefill of max_batch one-token prompts, then decode steps of max_batch rows and of
+ * one: the kernels' modules load, cuBLASLt picks its algorithms and the two most used
+ * decode graphs are captured here rather than in the first request. The slots are
+ * empty again afterwards. */
+static int warm_up(struct mt_infer *e, struct mt_err *err)
+{
+	struct gpu *s = e->state;
+	int B = e->max_batch, rc = -1;
+	int32_t *tok = calloc((size_t)B, sizeof(int32_t));
+	int *len = malloc((size_t)B * sizeof(int));
+	const int32_t **tp = malloc((size_t)B * sizeof(*tp));
+	float *z = malloc((size_t)B * (size_t)s->V * sizeof(float));
+
+	if (!tok || !len || !tp || !z) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < B; i++) {
+		len[i] = 1;
+		tp[i] = tok + i;
+	}
+	if (gpu_prefill(e, B, NULL, tp, len, z, NULL, err) ||
+	    (e->max_len > 1 && gpu_decode(e, B, NULL, tok, z, err)) ||
+	    (e->max_len > 2 && B > 1 && gpu_decode(e, 1, NULL, tok, z, err)))
+		goto out;
+	memset(s->pos, 0, (size_t)B * sizeof(int));
+	rc = 0;
+out:
+	free(tok);
+	free(len);
+	free(tp);
+	free(z);
+	return rc;
+}
+
+#else /* no CUDA in this build */
+
+static int gpu_refuse(struct mt_infer *e, struct mt_err *err)
+{
+	memset(e, 0, sizeof(*e));
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA inference engine (nvcc was not found): use --device cpu");
+}
+static int gpu_init(struct mt_infer *e, const struct mt_config *c, const struct mt_params *t, const float *w,
+		    int max_batch, int max_len, struct mt_err *err)
+{
+	(void)c, (void)t, (void)w, (void)max_batch, (void)max_len;
+	return gpu_refuse(e, err);
+}
+static int gpu_init_fp32(struct mt_infer *e, const struct mt_config *c, const struct mt_params *t, const float *w,
+			 int max_batch, int max_len, struct mt_err *err)
+{
+	(void)c, (void)t, (void)w, (void)max_batch, (void)max_len;
+	return gpu_refuse(e, err);
+}
+static void gpu_free(struct mt_infer *e) { (void)e; }
+static int gpu_prefill(struct mt_infer *e, int n, const int *slots, const int32_t *const *tokens, const int *lens,
+		       float *logits, float *const *lp, struct mt_err *err)
+{
+	(void)e, (void)n, (void)slots, (void)tokens, (void)lens, (void)logits, (void)lp;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA inference engine");
+}
+static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t *tokens, float *logits,
+		      struct mt_err *err)
+{
+	(void)e, (void)n, (void)slots, (void)tokens, (void)logits;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA inference engine");
+}
+static size_t gpu_bytes(const struct mt_infer *e)
+{
+	(void)e;
+	return 0;
+}
+size_t mt_infer_cuda_cache_bytes(const struct mt_infer *e)
+{
+	(void)e;
+	return 0;
+}
+#endif
+
+const struct mt_infer_ops mt_infer_cuda = {
+	.name = "cuda",
+	.init = gpu_init,
+	.free = gpu_free,
+	.prefill = gpu_prefill,
+	.decode = gpu_decode,
+	.bytes = gpu_bytes,
+};
+
+const struct mt_infer_ops mt_infer_cuda_fp32 = {
+	.name = "cuda",
+	.init = gpu_init_fp32,
+	.free = gpu_free,
+	.prefill = gpu_prefill,
+	.decode = gpu_decode,
+	.bytes = gpu_bytes,
+};
