@@ -89,25 +89,26 @@ sys.stdout.write("\0".join(out))'
 
 @test "gpt-125m.sbatch: USR1 to the batch shell saves, requeues and resumes to the uninterrupted result" {
 	id=$("${SB[@]/--export=ALL,/--export=ALL,TRAIN_ITERS=300,SAVE_INTERVAL=1000,}" "$MT_ROOT/templates/gpt-125m.sbatch")
-	for _ in $(seq 1 150); do [ -s "$T/logs/train.jsonl" ] && break; sleep 0.2; done
+	for _ in $(seq 1 600); do [ -s "$T/logs/train.jsonl" ] && break; sleep 0.2; done
 	[ -s "$T/logs/train.jsonl" ]
+	# (the waits are generous: a loaded 2-core machine can take minutes; each ends at success)
 	# what --signal=B:USR1@600 does ten minutes before the time limit
 	scancel --signal=USR1 --batch "$id"
-	for _ in $(seq 1 150); do grep -q "requeueing job $id" "$T/job.out" 2>/dev/null && break; sleep 0.2; done
+	for _ in $(seq 1 600); do grep -q "requeueing job $id" "$T/job.out" 2>/dev/null && break; sleep 0.2; done
 	grep -q "requeueing job $id" "$T/job.out"
 	# the job goes back to the queue (it may pass through other states on the way)...
-	for _ in $(seq 1 150); do
+	for _ in $(seq 1 600); do
 		scontrol show job "$id" | grep -q "JobState=PENDING.*" && scontrol show job "$id" | grep -q "Restarts=1" && break
 		sleep 0.2
 	done
 	# ... where a requeued job waits for a begin time: start it now, and see it start
-	for _ in $(seq 1 150); do
+	for _ in $(seq 1 600); do
 		grep -q "restart 1" "$T/job.out" && break
 		scontrol update JobId="$id" StartTime=now 2>/dev/null || true
 		sleep 0.5
 	done
 	grep -q "restart 1" "$T/job.out"
-	run -0 wait_job "$id" 150
+	run -0 wait_job "$id" 400
 	cat "$T/job.out"
 	[ "$output" = COMPLETED ]
 	stopped=$(sed -n 's/.*stopping at iteration \([0-9]*\) (signal).*/\1/p' "$T/job.out")
