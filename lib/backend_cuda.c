@@ -270,6 +270,18 @@ static void cuda_free(struct mt_backend *b)
 
 	if (!s)
 		return;
+	if (s->nccl && (s->failed || b->failed)) {
+		/* a failed data-parallel run: abort the communicator (its kernels stop waiting
+		 * for a lost peer) and make no other CUDA call, since cudaFree and cuBLASLt's
+		 * teardown wait for the whole device; the process is about to stop */
+		mt_nccl_close(s->nccl, 1);
+		free(s->bev), free(s->b_lo), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
+		free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
+		free(s->h_hit), free(s->h_tok), free(s->h_tgt);
+		free(s);
+		b->state = NULL;
+		return;
+	}
 	if (s->prof) {
 		double tot = 0;
 		for (int i = 0; i < P_NCAT; i++)
@@ -281,15 +293,6 @@ static void cuda_free(struct mt_backend *b)
 		free(s->ev), free(s->evcat);
 	}
 	mt_lt_destroy(s->lt);
-	if (s->nccl && (s->failed || b->failed)) {
-		/* the process is about to stop: leave the device memory to it, since a
-		 * collective still waiting for a lost peer could make cudaFree wait too */
-		mt_nccl_close(s->nccl, 1);
-		free(s->bev), free(s->b_lo), free(s->g_cnt), free(s->slots);
-		free(s);
-		b->state = NULL;
-		return;
-	}
 	mt_nccl_close(s->nccl, 0);
 	if (s->bev) {
 		for (int j = 0; j < s->nb; j++)
