@@ -336,6 +336,7 @@ static int pick_gpu(struct cu *s, int count, struct mt_err *err)
 	struct mt_dist *d = s->d;
 	struct cudaDeviceProp p;
 	unsigned char mine[16], other[16];
+	int clash = -1;
 	cudaError_t e;
 
 	if (count > 1 && count < d->local_world)
@@ -349,16 +350,19 @@ static int pick_gpu(struct cu *s, int count, struct mt_err *err)
 		return mt_err_set(err, MT_EXIT_IO, "rank %d: cannot use GPU %d: %s", d->rank, count > 1 ? d->local_rank : 0,
 				  cudaGetErrorString(e));
 	memcpy(mine, p.uuid.bytes, 16);
+	/* every rank's GPU to every rank (all take part to the end, so none waits alone) */
 	for (int q = 0; q < d->world; q++) {
 		memcpy(other, mine, 16);
 		if (d->ops->bcast(d, other, 16, q, "the GPU check", err))
 			return -1;
-		if (q != d->rank && !memcmp(other, mine, 16))
-			return mt_err_set(err, MT_EXIT_USAGE,
-					  "ranks %d and %d share GPU %d on this node: start one rank per GPU (%d ranks on "
-					  "the node, %d GPU%s visible to each)", q < d->rank ? q : d->rank, q < d->rank ? d->rank : q,
-					  count > 1 ? d->local_rank : 0, d->local_world, count, count == 1 ? "" : "s");
+		if (q != d->rank && !memcmp(other, mine, 16) && clash < 0)
+			clash = q;
 	}
+	if (clash >= 0)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "ranks %d and %d share GPU %d on this node: start one rank per GPU (%d ranks on the node, "
+				  "%d GPU%s visible to each)", clash < d->rank ? clash : d->rank, clash < d->rank ? d->rank : clash,
+				  count > 1 ? d->local_rank : 0, d->local_world, count, count == 1 ? "" : "s");
 	return 0;
 }
 
