@@ -63,6 +63,7 @@
 #include "../kernels/norm.h"
 #include "../kernels/rope.h"
 #include "../kernels/swiglu.h"
+#include "ddpplan.h"
 #include "log.h"
 #include "ncclcomm.h"
 
@@ -126,11 +127,9 @@ struct cu {
 	struct mt_nccl *nccl;
 	cudaStream_t comm;
 	cudaEvent_t *bev, done;
-	int nb;                        /* buckets, in the order the backward pass completes them */
-	int64_t *b_lo, *b_hi, *b_piece, *b_sh; /* flat range, piece per rank, offset in the shard */
+	struct mt_ddp_plan plan;       /* buckets, pieces, the shard (ddpplan.h) */
 	int next;                      /* the next bucket to launch; -1: not reducing this pass */
 	int pending;                   /* the step's reduction was launched and not yet waited for */
-	int64_t shard;                 /* floats of master weights and of each moment held here */
 	int64_t npiece_chunks;         /* ZeRO: the chunks of the rank's pieces (the leftovers follow) */
 	int64_t *g_cnt, *g_dsp;        /* dp entries: a bucket's pieces for dist.h's gather */
 	struct mt_err derr;            /* what failed in a pass (NCCL), for grad_prepare to report */
@@ -275,7 +274,7 @@ static void cuda_free(struct mt_backend *b)
 		 * for a lost peer) and make no other CUDA call, since cudaFree and cuBLASLt's
 		 * teardown wait for the whole device; the process is about to stop */
 		mt_nccl_close(s->nccl, 1);
-		free(s->bev), free(s->b_lo), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
+		free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
 		free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
 		free(s->h_hit), free(s->h_tok), free(s->h_tgt);
 		free(s);
@@ -295,12 +294,12 @@ static void cuda_free(struct mt_backend *b)
 	mt_lt_destroy(s->lt);
 	mt_nccl_close(s->nccl, 0);
 	if (s->bev) {
-		for (int j = 0; j < s->nb; j++)
+		for (int j = 0; j < s->plan.nb; j++)
 			cudaEventDestroy(s->bev[j]);
 		cudaEventDestroy(s->done);
 		cudaStreamDestroy(s->comm);
 	}
-	free(s->bev), free(s->b_lo), free(s->g_cnt);
+	free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt);
 	for (int i = 0; i < 4; i++)
 		if (s->mem[i])
 			cudaFree(s->mem[i]);
@@ -322,11 +321,6 @@ static size_t align256(size_t n)
 }
 
 /* ---- data parallelism ---- */
-
-/* the gradient bucket size when none is given, in elements (40 MB of fp32): small
- * enough that a 124M-parameter model has seven buckets to overlap, large enough for
- * NCCL's full bandwidth on NVLink */
-#define BUCKET_DEFAULT 10000000
 
 /* One rank per GPU: the node-local rank's GPU, or the only one visible when the
  * launcher gave each rank its own (Slurm's --gpus-per-task); then no two ranks may
@@ -366,94 +360,16 @@ static int pick_gpu(struct cu *s, int count, struct mt_err *err)
 	return 0;
 }
 
-/* Buckets along layer boundaries, in the order the backward pass finishes them: the
- * final norm (and an untied output layer) with the last layers, then earlier layers,
- * the embeddings last; each closes once it holds at least `size` elements. */
-static int plan_buckets(struct cu *s, int64_t size, struct mt_err *err)
-{
-	const struct mt_params *t = s->t;
-	int64_t hi = t->total;
-	int nb = 0;
-
-	s->b_lo = calloc((size_t)(s->L + 2) * 4, sizeof(int64_t));
-	s->g_cnt = calloc((size_t)s->dp * 2, sizeof(int64_t));
-	if (!s->b_lo || !s->g_cnt)
-		return mt_err_set(err, MT_EXIT_IO, "out of memory");
-	s->b_hi = s->b_lo + (s->L + 2);
-	s->b_piece = s->b_hi + (s->L + 2);
-	s->b_sh = s->b_piece + (s->L + 2);
-	s->g_dsp = s->g_cnt + s->dp;
-	for (int l = (int)s->L; l >= -1; l--) {
-		/* the boundary below layer l (l == L: the final norm; -1: the start) */
-		int64_t lo = l == s->L ? mt_params_get(t, -1, MT_P_FINAL_W)->offset
-			     : l >= 0 ? mt_params_get(t, l, MT_P_LN1_W)->offset : 0;
-		if (lo < hi && (hi - lo >= size || l < 0)) {
-			s->b_lo[nb] = lo;
-			s->b_hi[nb] = hi;
-			nb++;
-			hi = lo;
-		}
-	}
-	s->nb = nb;
-	s->shard = 0;
-	for (int j = 0; j < nb; j++) {
-		int64_t n = s->b_hi[j] - s->b_lo[j];
-		s->b_piece[j] = s->zero ? n / s->dp : 0;
-		s->b_sh[j] = s->shard;
-		s->shard += s->zero ? n - (s->dp - 1) * s->b_piece[j] : n;
-	}
-	if (!s->zero)
-		s->shard = t->total;
-	return 0;
-}
-
-/* The chunks of the parameters' elements in [x, y), master and moment index from mbase;
- * written to out unless NULL; returns how many. */
-static int64_t add_chunks(const struct mt_params *t, struct mt_chunk *out, int64_t x, int64_t y, int64_t mbase)
-{
-	int64_t n = 0;
-
-	for (int i = 0; i < t->n; i++) {
-		int64_t a = x > t->p[i].offset ? x : t->p[i].offset;
-		int64_t b = y < t->p[i].offset + t->p[i].numel ? y : t->p[i].offset + t->p[i].numel;
-		for (int64_t o = a; o < b; o += MT_ADAMW_CHUNK, n++)
-			if (out)
-				out[n] = (struct mt_chunk){ o, (int32_t)(b - o < MT_ADAMW_CHUNK ? b - o : MT_ADAMW_CHUNK),
-							    t->p[i].weight_decay, mbase + (o - x) };
-	}
-	return n;
-}
-
-/* The optimizer's chunks: every parameter, or with ZeRO this rank's pieces of every
- * bucket, then the leftovers every rank owns. */
-static int64_t build_chunks(struct cu *s, struct mt_chunk *hc)
-{
-	int64_t n = 0;
-
-	if (!s->zero)
-		return add_chunks(s->t, hc, 0, s->t->total, 0);
-	for (int j = 0; j < s->nb; j++) {
-		int64_t p = s->b_piece[j], lo = s->b_lo[j] + s->me * p;
-		n += add_chunks(s->t, hc ? hc + n : NULL, lo, lo + p, s->b_sh[j]);
-	}
-	s->npiece_chunks = n;
-	for (int j = 0; j < s->nb; j++) {
-		int64_t p = s->b_piece[j], lo = s->b_lo[j] + s->dp * p;
-		n += add_chunks(s->t, hc ? hc + n : NULL, lo, s->b_hi[j], s->b_sh[j] + p);
-	}
-	return n;
-}
-
 /* ZeRO: this rank's pieces (and the leftovers) between a whole buffer (host or device)
  * and the shard layout */
 static cudaError_t shard_copy(struct cu *s, float *whole, float *shard, int to_shard)
 {
 	cudaError_t e = cudaSuccess;
 
-	for (int j = 0; j < s->nb && e == cudaSuccess; j++) {
-		int64_t p = s->b_piece[j], mine = s->b_lo[j] + s->me * p, left = s->b_lo[j] + s->dp * p;
-		int64_t nl = s->b_hi[j] - left;
-		float *w1 = whole + mine, *s1 = shard + s->b_sh[j], *w2 = whole + left, *s2 = shard + s->b_sh[j] + p;
+	for (int j = 0; j < s->plan.nb && e == cudaSuccess; j++) {
+		int64_t p = s->plan.piece[j], mine = s->plan.lo[j] + s->me * p, left = s->plan.lo[j] + s->dp * p;
+		int64_t nl = s->plan.hi[j] - left;
+		float *w1 = whole + mine, *s1 = shard + s->plan.sh[j], *w2 = whole + left, *s2 = shard + s->plan.sh[j] + p;
 		if (p)
 			e = cudaMemcpy(to_shard ? s1 : w1, to_shard ? w1 : s1, (size_t)p * 4, cudaMemcpyDefault);
 		if (e == cudaSuccess && nl)
@@ -465,12 +381,12 @@ static cudaError_t shard_copy(struct cu *s, float *whole, float *shard, int to_s
 /* Every rank's pieces of a whole host buffer to rank 0 (each rank's are in place). */
 static int shard_gather(struct cu *s, float *whole, struct mt_err *err)
 {
-	for (int j = 0; j < s->nb; j++) {
-		if (!s->b_piece[j])
+	for (int j = 0; j < s->plan.nb; j++) {
+		if (!s->plan.piece[j])
 			continue;
 		for (int q = 0; q < s->dp; q++) {
-			s->g_cnt[q] = s->b_piece[j];
-			s->g_dsp[q] = s->b_lo[j] + q * s->b_piece[j];
+			s->g_cnt[q] = s->plan.piece[j];
+			s->g_dsp[q] = s->plan.lo[j] + q * s->plan.piece[j];
 		}
 		if (s->d->ops->gatherv_f32(s->d, whole, s->g_cnt, s->g_dsp, "the checkpoint gather", -1, err))
 			return -1;
@@ -482,15 +398,17 @@ static int dp_init(struct cu *s, struct mt_err *err)
 {
 	cudaError_t e;
 
-	if (plan_buckets(s, s->o.bucket_size > 0 ? s->o.bucket_size : BUCKET_DEFAULT, err))
-		return -1;
+	s->g_cnt = calloc((size_t)s->dp * 2, sizeof(int64_t));
+	if (!s->g_cnt)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	s->g_dsp = s->g_cnt + s->dp;
 	if (mt_nccl_open(&s->nccl, s->d, err))
 		return -1;
-	s->bev = calloc((size_t)s->nb, sizeof(*s->bev));
+	s->bev = calloc((size_t)s->plan.nb, sizeof(*s->bev));
 	if (!s->bev)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
-	for (int j = 0; j < s->nb && e == cudaSuccess; j++)
+	for (int j = 0; j < s->plan.nb && e == cudaSuccess; j++)
 		e = cudaEventCreateWithFlags(&s->bev[j], cudaEventDisableTiming);
 	if (e == cudaSuccess)
 		e = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
@@ -499,7 +417,7 @@ static int dp_init(struct cu *s, struct mt_err *err)
 	s->next = -1;
 	if (!s->o.quiet)
 		mt_info("cuda: %d data-parallel ranks over %s, %d gradient buckets (at least %lld elements each)%s", s->dp,
-			mt_nccl_version(s->nccl), s->nb, (long long)(s->o.bucket_size > 0 ? s->o.bucket_size : BUCKET_DEFAULT),
+			mt_nccl_version(s->nccl), s->plan.nb, (long long)(s->o.bucket_size > 0 ? s->o.bucket_size : MT_DDP_BUCKET_DEFAULT),
 			s->zero ? "; distributed optimizer: each rank keeps 1/N of the master weights and AdamW moments" : "");
 	return 0;
 }
@@ -517,10 +435,10 @@ static int grads_ready(struct cu *s, int64_t lo)
 
 	if (s->next < 0 || s->dp < 2)
 		return 0;
-	while (s->next < s->nb && s->b_lo[s->next] >= lo) {
+	while (s->next < s->plan.nb && s->plan.lo[s->next] >= lo) {
 		int j = s->next++;
-		int64_t n = s->b_hi[j] - s->b_lo[j], p = s->b_piece[j];
-		float *g = s->g + s->b_lo[j];
+		int64_t n = s->plan.hi[j] - s->plan.lo[j], p = s->plan.piece[j];
+		float *g = s->g + s->plan.lo[j];
 		RT(cudaEventRecord(s->bev[j], 0));
 		RT(cudaStreamWaitEvent(s->comm, s->bev[j], 0));
 		if (!s->zero) {
@@ -534,7 +452,7 @@ static int grads_ready(struct cu *s, int64_t lo)
 		    mt_nccl_group_end(s->nccl, err))
 			goto fail;
 	}
-	if (s->next == s->nb) {
+	if (s->next == s->plan.nb) {
 		RT(cudaEventRecord(s->done, s->comm));
 		s->next = -1;
 		s->pending = 1;
@@ -571,8 +489,10 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->dp = s->d && !s->o.inference ? s->d->dp : 1;
 	s->me = s->dp > 1 ? s->d->dp_rank : 0;
 	s->zero = s->dp > 1 && s->o.distributed_optimizer;
-	s->shard = t->total;
 	s->next = -1; /* no reduction in flight */
+	if (mt_ddp_plan_init(&s->plan, t, s->o.bucket_size > 0 ? s->o.bucket_size : MT_DDP_BUCKET_DEFAULT, s->dp, s->me,
+			     s->zero, err))
+		return -1;
 	/* before anything makes a CUDA context */
 	if (s->dp > 1 && pick_gpu(s, n, err))
 		return -1;
@@ -616,7 +536,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 				  (long long)s->hd);
 	if (s->dp > 1 && dp_init(s, err))
 		return -1;
-	nchunks = build_chunks(s, NULL);
+	nchunks = mt_ddp_plan_chunks(&s->plan, t, NULL, &s->npiece_chunks);
 	s->nchunks = nchunks;
 	s->slots = calloc((size_t)s->nslots, sizeof(*s->slots));
 	s->h_count = calloc((size_t)s->V + 1, sizeof(int32_t));
@@ -633,10 +553,10 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 
 	/* with ZeRO: the fp32 master shard, then the whole compute copy (a separate buffer
 	 * in fp32 too) */
-	s->bytes[0] = s->zero ? align256((size_t)s->shard * 4) + (size_t)t->total * s->es + 256
+	s->bytes[0] = s->zero ? align256((size_t)s->plan.shard * 4) + (size_t)t->total * s->es + 256
 		      : (size_t)t->total * (4 + (s->dt == MT_F32 ? 0 : s->es)) + 256;
 	s->bytes[1] = s->o.inference ? 0 : (size_t)t->total * 4;
-	s->bytes[2] = s->o.inference ? 0 : (size_t)s->shard * 8 + 256;
+	s->bytes[2] = s->o.inference ? 0 : (size_t)s->plan.shard * 8 + 256;
 	s->bytes[3] = plan_acts(s, NULL);
 	need = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->bytes[3];
 	e = cudaMemGetInfo(&free_b, &total_b);
@@ -664,10 +584,10 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 					  gib(s->bytes[i]), what[i], cudaGetErrorString(e));
 	}
 	s->w = s->mem[0];
-	s->wc = s->dt == MT_F32 && !s->zero ? (void *)s->w : (void *)((char *)s->mem[0] + align256((size_t)s->shard * 4));
+	s->wc = s->dt == MT_F32 && !s->zero ? (void *)s->w : (void *)((char *)s->mem[0] + align256((size_t)s->plan.shard * 4));
 	s->g = s->mem[1];
 	s->m = s->mem[2];
-	s->v = s->m ? (float *)((char *)s->mem[2] + align256((size_t)s->shard * 4)) : NULL;
+	s->v = s->m ? (float *)((char *)s->mem[2] + align256((size_t)s->plan.shard * 4)) : NULL;
 	plan_acts(s, s->mem[3]);
 	if (mt_lt_create(&s->lt, (char *)s->mem[3] + s->bytes[3] - workspace_bytes(), workspace_bytes()))
 		return mt_err_set(err, MT_EXIT_IO, "cuBLASLt: %s", mt_cuda_error());
@@ -679,7 +599,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		free(hc), free(cs);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	}
-	build_chunks(s, hc);
+	mt_ddp_plan_chunks(&s->plan, t, hc, NULL);
 	/* rotary table, in double as gpt.c computes it, rounded once */
 	for (int64_t tt = 0; tt < s->T; tt++)
 		for (int64_t i = 0; i < s->hd / 2; i++) {
@@ -711,9 +631,9 @@ static int load_sharded(struct cu *s, const float *w, const float *m, const floa
 	if (e == cudaSuccess)
 		e = shard_copy(s, s->g, s->w, 1);
 	if (e == cudaSuccess)
-		e = m ? shard_copy(s, (float *)m, s->m, 1) : cudaMemset(s->m, 0, (size_t)s->shard * 4);
+		e = m ? shard_copy(s, (float *)m, s->m, 1) : cudaMemset(s->m, 0, (size_t)s->plan.shard * 4);
 	if (e == cudaSuccess)
-		e = v ? shard_copy(s, (float *)v, s->v, 1) : cudaMemset(s->v, 0, (size_t)s->shard * 4);
+		e = v ? shard_copy(s, (float *)v, s->v, 1) : cudaMemset(s->v, 0, (size_t)s->plan.shard * 4);
 	if (e == cudaSuccess)
 		e = cudaMemset(s->g, 0, n);
 	if (e != cudaSuccess)
@@ -1136,9 +1056,9 @@ static int gather_params(struct cu *s, int64_t step, struct mt_err *err)
 		return failed_err(s, err);
 	if (mt_nccl_group_start(s->nccl, err))
 		goto fail;
-	for (int j = 0; j < s->nb; j++)
-		if (s->b_piece[j] &&
-		    mt_nccl_allgather(s->nccl, (char *)s->wc + (size_t)s->b_lo[j] * s->es, s->b_piece[j], nt, s->comm, err))
+	for (int j = 0; j < s->plan.nb; j++)
+		if (s->plan.piece[j] &&
+		    mt_nccl_allgather(s->nccl, (char *)s->wc + (size_t)s->plan.lo[j] * s->es, s->plan.piece[j], nt, s->comm, err))
 			goto fail;
 	if (mt_nccl_group_end(s->nccl, err))
 		goto fail;
