@@ -271,8 +271,9 @@ static void cuda_free(struct mt_backend *b)
 		return;
 	if (s->nccl && (s->failed || b->failed)) {
 		/* a failed data-parallel run: abort the communicator (its kernels stop waiting
-		 * for a lost peer) and make no other CUDA call, since cudaFree and cuBLASLt's
-		 * teardown wait for the whole device; the process is about to stop */
+		 * for a lost peer; ncclcomm.h does not wait for the abort) and make no other
+		 * CUDA call, since cudaFree and cuBLASLt's teardown wait for the whole device;
+		 * the process is about to stop */
 		mt_nccl_close(s->nccl, 1);
 		free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
 		free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
 /* NCCL's header declares some functions without prototypes */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -179,6 +180,30 @@ int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err)
 	return 0;
 }
 
+/* ncclCommAbort first tells the communicator's kernels and threads to stop, then
+ * reclaims what the node's ranks share, which can wait for a rank that is gone: so it
+ * runs in a thread of its own that nobody waits for (the process is about to stop) */
+static void *abort_thread(void *arg)
+{
+	struct mt_nccl *n = arg;
+
+	api.CommAbort(n->comm);
+	free(n);
+	return NULL;
+}
+
+static void abort_detached(struct mt_nccl *n)
+{
+	pthread_t th;
+	pthread_attr_t at;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &at, abort_thread, n) != 0)
+		free(n); /* the communicator is left to the end of the process */
+	pthread_attr_destroy(&at);
+}
+
 void mt_nccl_close(struct mt_nccl *n, int abort)
 {
 	ncclResult_t rc;
@@ -202,10 +227,11 @@ void mt_nccl_close(struct mt_nccl *n, int abort)
 		if (rc != ncclSuccess)
 			n->failed = 1;
 	}
-	if (n->failed)
-		api.CommAbort(n->comm);
-	else
-		api.CommDestroy(n->comm);
+	if (n->failed) {
+		abort_detached(n);
+		return;
+	}
+	api.CommDestroy(n->comm);
 	free(n);
 }
 

@@ -7,8 +7,8 @@
  * GPU never needs it. Rank 0 makes the unique id and mt_dist_bcast sends it; the
  * communicator is nonblocking (NCCL's config.blocking = 0), so its initialization and
  * every later wait are polled: ncclCommGetAsyncError and the completion of a CUDA event,
- * until the deadline (dist.h's timeout), after which the communicator is aborted
- * (ncclCommAbort) and the error names this rank, what was waited for and the step.
+ * until the deadline (dist.h's timeout), after which the error names this rank, what
+ * was waited for and the step, and closing the communicator aborts it (ncclCommAbort).
  * Collectives are only enqueued here, on the caller's stream; what to reduce, when, and
  * in which buffers is the backend's business. Not thread-safe. */
 #ifndef MT_NCCLCOMM_H
@@ -27,8 +27,9 @@ enum mt_nccl_type { MT_NCCL_F32 = 0, MT_NCCL_BF16 = 1, MT_NCCL_F16 = 2 };
 /* The communicator of d's data-parallel ranks (tp = pp = 1: the world) on the current
  * CUDA device; every rank calls it. */
 int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err);
-/* Destroys the communicator, or aborts it after a failure here or when `abort` (no
- * rank waits then). */
+/* Destroys the communicator (every rank calls it), or after a failure here or when
+ * `abort`, aborts it: ncclCommAbort in a detached thread, not waited for, since with a
+ * rank gone NCCL's abort can wait for it (the caller is about to stop the process). */
 void mt_nccl_close(struct mt_nccl *n, int abort);
 /* "NCCL 2.28.3" */
 const char *mt_nccl_version(const struct mt_nccl *n);
