@@ -50,6 +50,10 @@ NVCCFLAGS ?= -O3 -g -lineinfo
 NVCC_ALL := $(NVCCFLAGS) $(NVCC_GENCODE) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
 	-Werror=all-warnings -DMT_CUDA_ARCHS='"$(CUDA_ARCHS)"' -Ilib
 MT_CPPFLAGS += -DMT_HAVE_CUDA -I$(CUDA_HOME)/include
+# NCCL's header for data parallelism on GPUs (lib/nccl.c loads the library at run time)
+ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h),)
+MT_CPPFLAGS += -DMT_HAVE_NCCL
+endif
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lstdc++
 endif
 

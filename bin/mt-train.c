@@ -39,7 +39,7 @@ enum {
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
 	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP,
-	O_WARMUP_SAMPLES, O_DECAY_SAMPLES,
+	O_WARMUP_SAMPLES, O_DECAY_SAMPLES, O_BUCKET,
 };
 
 static const struct mt_option opts[] = {
@@ -101,6 +101,7 @@ static const struct mt_option opts[] = {
 	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "only 1 for now" },
 	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "only 1 for now" },
 	{ "use-distributed-optimizer", 0, MT_ARG_NONE, O_DIST_OPT, NULL, "shard the optimizer state over data-parallel ranks (ZeRO-1)" },
+	{ "ddp-bucket-size", 0, MT_ARG_REQUIRED, O_BUCKET, "N", "cuda: gradient elements reduced together, overlapped with the backward pass (default 10000000)" },
 	{ "distributed-timeout-minutes", 0, MT_ARG_REQUIRED, O_DIST_TIMEOUT, "M", "stop when a rank does not answer within M minutes (default 10)" },
 	{ "distributed-timeout-seconds", 0, MT_ARG_REQUIRED, O_DIST_TIMEOUT_S, "S", "the same in seconds (0: wait forever)" },
 	{ "dry-run", 0, MT_ARG_NONE, O_DRY_RUN, NULL, "print rank layout, parameters, memory per GPU and FLOPs per step; train nothing" },
@@ -331,6 +332,7 @@ int main(int argc, char **argv)
 		case O_TP: tp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_PP: pp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_DIST_OPT: a.distributed_optimizer = 1; break;
+		case O_BUCKET: a.ddp_bucket_size = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_DIST_TIMEOUT: timeout = mt_tool_real(&o) * 60; break;
 		case O_DIST_TIMEOUT_S: timeout = mt_tool_real(&o); break;
 		case O_DRY_RUN: dry = 1; break;
@@ -486,6 +488,7 @@ int main(int argc, char **argv)
 		a.quiet = 1; /* rank 0 speaks for all */
 	a.hang_rank = getenv("MT_TEST_HANG_RANK") ? atoi(getenv("MT_TEST_HANG_RANK")) : -1;
 	a.hang_step = getenv("MT_TEST_HANG_STEP") ? atoll(getenv("MT_TEST_HANG_STEP")) : -1;
+	a.hang_backward = getenv("MT_TEST_HANG_BACKWARD") != NULL;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigaction(SIGTERM, &sa, NULL);

@@ -18,8 +18,8 @@ __global__ void adamw_k(const mt_chunk *chunks, mt_adamw_scalars s, float gscale
 	const bool small = w1 < 0.5f;
 
 	for (int k = threadIdx.x; k < c.len; k += blockDim.x) {
-		int64_t i = c.start + k;
-		float p = w[i], gi = g[i], mi = m[i], vi = v[i], d;
+		int64_t i = c.start + k, j = c.mstart + k;
+		float p = w[j], gi = g[i], mi = m[j], vi = v[j], d;
 
 		if (gscale != 1.0f)
 			gi = __fmul_rn(gi, gscale);
@@ -29,9 +29,9 @@ __global__ void adamw_k(const mt_chunk *chunks, mt_adamw_scalars s, float gscale
 		vi = __fmaf_rn(__fmul_rn(s.one_minus_beta2, gi), gi, vi);
 		d = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
 		p = __fadd_rn(p, __fdiv_rn(__fmul_rn(s.neg_step_size, mi), d));
-		w[i] = p;
-		m[i] = mi;
-		v[i] = vi;
+		w[j] = p;
+		m[j] = mi;
+		v[j] = vi;
 		if (wc)
 			wc[i] = from_f<T>(p);
 	}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "dist.h"
 #include "err.h"
 #include "optim.h"
 #include "params.h"
@@ -32,17 +33,24 @@ struct mt_backend_ops {
 	int (*init)(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
 		    struct mt_err *err);
 	void (*free)(struct mt_backend *b);
-	/* host fp32 buffers of t->total floats; moments may be NULL (zeroed then) */
+	/* host fp32 buffers of t->total floats; moments may be NULL (zeroed then). With
+	 * opts.dist (data parallelism on the device) both are collective: every rank calls
+	 * them with whole buffers; load_state keeps what this rank holds, save_state fills
+	 * rank 0's buffers (the others' are scratch) */
 	int (*load_state)(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err);
 	int (*save_state)(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err);
 	void (*zero_grad)(struct mt_backend *b);
 	/* one micro-batch of [micro_batch][seq_length] tokens and targets (-1: not counted);
-	 * returns the mean loss; with backward, adds its gradient */
+	 * returns the mean loss (NaN when the backend failed); backward 1 adds its
+	 * gradient, MT_BACKWARD_LAST also marks the step's last micro-batch, the one whose
+	 * backward pass starts the data-parallel gradient reduction (opts.dist) */
 	double (*step_micro)(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward);
 	/* scale the accumulated gradient, then its global norm (before clipping), whether
-	 * any element is not finite, and clipping to max_norm (0: none) */
-	void (*grad_prepare)(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite);
-	void (*adamw_step)(struct mt_backend *b, struct mt_adamw *o, double lr);
+	 * any element is not finite, and clipping to max_norm (0: none); -1 only when the
+	 * backend failed (a device error, a rank that did not answer) */
+	int (*grad_prepare)(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
+			    struct mt_err *err);
+	int (*adamw_step)(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err);
 	/* the accumulated gradient into a host buffer of t->total floats (for checks) */
 	int (*get_grad)(struct mt_backend *b, float *g, struct mt_err *err);
 	size_t (*bytes)(const struct mt_backend *b); /* memory held, for the start-up report */
@@ -77,12 +85,25 @@ struct mt_backend_opts {
 	 * weights alone; the CPU backend then borrows the weights given to load_state
 	 * (they must outlive it) instead of copying them */
 	int inference;
+	/* data parallelism on the device, for a backend without host_grads (NULL: one
+	 * process): the ranks (dist.h; the backend picks its GPU from the node-local rank),
+	 * whether the optimizer state is sharded over them (ZeRO-1), and the gradient
+	 * bucket size in elements (0: the default) */
+	struct mt_dist *dist;
+	int distributed_optimizer;
+	int64_t bucket_size;
 };
+
+/* step_micro's backward: the step's last micro-batch */
+#define MT_BACKWARD_LAST 2
 
 struct mt_backend {
 	const struct mt_backend_ops *ops;
 	void *state;
 	struct mt_backend_opts opt;
+	int64_t step;                   /* the iteration being computed, for messages */
+	int failed;                     /* set before free after an error: communicators are
+					 * aborted, not flushed (a peer may be gone) */
 };
 
 /* grad_prepare's *nonfinite when fp16's dynamic loss scale overflowed: the step is

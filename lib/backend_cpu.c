@@ -1,5 +1,6 @@
 /* backend_cpu.c: the reference backend: fp32 buffers in host memory, gpt.c's passes,
- * optim.c's AdamW (see backend.h). */
+ * optim.c's AdamW (see backend.h). With the distributed optimizer the AdamW moments
+ * live in dp.c, a shard per rank, so this backend holds none. */
 #include "backend.h"
 
 #include <math.h>
@@ -50,9 +51,11 @@ static int cpu_init(struct mt_backend *b, const struct mt_config *c, const struc
 	}
 	s->w = malloc((size_t)t->total * sizeof(float));
 	s->g = calloc((size_t)t->total, sizeof(float));
-	s->m = calloc((size_t)t->total, sizeof(float));
-	s->v = calloc((size_t)t->total, sizeof(float));
-	if (!s->w || !s->g || !s->m || !s->v) {
+	if (!b->opt.distributed_optimizer) {
+		s->m = calloc((size_t)t->total, sizeof(float));
+		s->v = calloc((size_t)t->total, sizeof(float));
+	}
+	if (!s->w || !s->g || (!b->opt.distributed_optimizer && (!s->m || !s->v))) {
 		cpu_free(b);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)t->total);
 	}
@@ -73,13 +76,13 @@ static int cpu_load_state(struct mt_backend *b, const float *w, const float *m, 
 		return 0;
 	}
 	memcpy(s->w, w, n);
-	if (m)
+	if (s->m && m)
 		memcpy(s->m, m, n);
-	else
+	else if (s->m)
 		memset(s->m, 0, n);
-	if (v)
+	if (s->v && v)
 		memcpy(s->v, v, n);
-	else
+	else if (s->v)
 		memset(s->v, 0, n);
 	(void)err;
 	return 0;
@@ -92,9 +95,9 @@ static int cpu_save_state(struct mt_backend *b, float *w, float *m, float *v, st
 
 	if (w)
 		memcpy(w, s->w, n);
-	if (m)
+	if (m && s->m)
 		memcpy(m, s->m, n);
-	if (v)
+	if (v && s->v)
 		memcpy(v, s->v, n);
 	(void)err;
 	return 0;
@@ -117,25 +120,31 @@ static double cpu_step_micro(struct mt_backend *b, const int32_t *tokens, const 
 	return loss;
 }
 
-static void cpu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite)
+static int cpu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
+			    struct mt_err *err)
 {
 	struct cpu *s = b->state;
 
+	(void)err;
 	if (scale != 1.0f)
 		mt_grad_scale(s->t, s->g, scale);
 	*nonfinite = mt_grad_nonfinite(s->t, s->g);
 	if (*nonfinite) {
 		*norm = 0;
-		return;
+		return 0;
 	}
 	*norm = max_norm > 0 ? mt_grad_clip(s->t, s->g, max_norm) : mt_grad_norm(s->t, s->g);
+	return 0;
 }
 
-static void cpu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
+static int cpu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
 {
 	struct cpu *s = b->state;
 
+	if (!s->m)
+		return mt_err_set(err, MT_EXIT_USAGE, "backend cpu: no AdamW state here (the distributed optimizer holds it)");
 	mt_adamw_step(o, s->t, s->w, s->g, s->m, s->v, lr);
+	return 0;
 }
 
 static int cpu_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
@@ -151,7 +160,7 @@ static size_t cpu_bytes(const struct mt_backend *b)
 {
 	const struct cpu *s = b->state;
 
-	return (s->borrowed ? 0 : (size_t)s->t->total * 16) + s->acts.bytes;
+	return (s->borrowed ? 0 : (size_t)s->t->total * (s->m ? 16 : 8)) + s->acts.bytes;
 }
 
 static float *cpu_host_weights(struct mt_backend *b)

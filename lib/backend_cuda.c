@@ -18,7 +18,31 @@
  *
  * fp16 uses Megatron's loss scaling: the loss gradient is multiplied by the scale,
  * grad_prepare divides it out, and with the dynamic scaler an overflow skips the step
- * and lowers the scale (hysteresis), while loss_scale_window good steps double it. */
+ * and lowers the scale (hysteresis), while loss_scale_window good steps double it.
+ *
+ * Data parallelism (opts.dist with more than one data-parallel rank): one rank per GPU,
+ * the GPU picked by the node-local rank; an NCCL communicator (ncclcomm.h). The gradient
+ * buffer is cut into buckets along layer boundaries (about bucket_size elements each);
+ * the backward pass runs from the last layer to the embeddings, and in the step's last
+ * micro-batch (MT_BACKWARD_LAST) each bucket's reduction is launched on a second stream
+ * as soon as the pass has finished its parameters, ordered by an event, so the
+ * communication runs under the rest of the backward pass; earlier micro-batches only
+ * accumulate. Reductions are sums in fp32 (the loop's 1/micro-batches scale comes
+ * after). grad_prepare waits for them against the timeout (ncclcomm.h aborts the
+ * communicator and says which step); the training loop's heartbeat through dist.h
+ * before it names a rank that did not finish its backward pass.
+ *
+ * With the distributed optimizer (ZeRO-1) each bucket is reduce-scattered instead: rank
+ * r owns the r-th of dp equal pieces of every bucket (the few elements left over when
+ * dp does not divide a bucket are all-reduced and owned by every rank), keeps fp32
+ * master weights and AdamW moments for its pieces only (the memory plan shows the
+ * saving), takes the global norm from per-rank sums of squares (an MPI sum of one
+ * double, which also carries the non-finite check), updates its pieces and writes the
+ * compute copy there, and the compute copy's pieces are all-gathered (bf16/fp16, or fp32
+ * when training in fp32, where the compute copy is then a separate buffer). load_state
+ * and save_state move the whole state: each rank takes its pieces from the whole
+ * buffers, and rank 0 gathers every piece (dist.h) for the checkpoint, so checkpoints
+ * are the same global layout as a single GPU's and resume at any number of ranks. */
 #include "backend.h"
 
 #ifdef MT_HAVE_CUDA
@@ -39,7 +63,9 @@
 #include "../kernels/norm.h"
 #include "../kernels/rope.h"
 #include "../kernels/swiglu.h"
+#include "ddpplan.h"
 #include "log.h"
+#include "ncclcomm.h"
 
 /* cuBLASLt's workspace: 32 MiB, or MT_CUDA_WORKSPACE_MB from the environment */
 static size_t workspace_bytes(void)
@@ -95,6 +121,18 @@ struct cu {
 	cudaEvent_t *ev;
 	int *evcat;
 	double ptime[P_NCAT];
+	/* data parallelism (dp > 1) */
+	struct mt_dist *d;
+	int dp, me, zero;
+	struct mt_nccl *nccl;
+	cudaStream_t comm;
+	cudaEvent_t *bev, done;
+	struct mt_ddp_plan plan;       /* buckets, pieces, the shard (ddpplan.h) */
+	int next;                      /* the next bucket to launch; -1: not reducing this pass */
+	int pending;                   /* the step's reduction was launched and not yet waited for */
+	int64_t npiece_chunks;         /* ZeRO: the chunks of the rank's pieces (the leftovers follow) */
+	int64_t *g_cnt, *g_dsp;        /* dp entries: a bucket's pieces for dist.h's gather */
+	struct mt_err derr;            /* what failed in a pass (NCCL), for grad_prepare to report */
 };
 
 static void prof_mark(struct cu *s, int cat)
@@ -220,7 +258,7 @@ static size_t plan_acts(struct cu *s, char *base)
 	s->u_pos = take(&k, N * sizeof(int32_t));
 	s->chunks = take(&k, (size_t)s->nchunks * sizeof(struct mt_chunk));
 	s->partial = take(&k, (size_t)s->nchunks * sizeof(double));
-	s->sumsq = take(&k, sizeof(double));
+	s->sumsq = take(&k, 2 * sizeof(double));
 	take(&k, workspace_bytes());
 	return k.off;
 }
@@ -231,6 +269,19 @@ static void cuda_free(struct mt_backend *b)
 
 	if (!s)
 		return;
+	if (s->nccl && (s->failed || b->failed)) {
+		/* a failed data-parallel run: abort the communicator (its kernels stop waiting
+		 * for a lost peer; ncclcomm.h does not wait for the abort) and make no other
+		 * CUDA call, since cudaFree and cuBLASLt's teardown wait for the whole device;
+		 * the process is about to stop */
+		mt_nccl_close(s->nccl, 1);
+		free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
+		free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
+		free(s->h_hit), free(s->h_tok), free(s->h_tgt);
+		free(s);
+		b->state = NULL;
+		return;
+	}
 	if (s->prof) {
 		double tot = 0;
 		for (int i = 0; i < P_NCAT; i++)
@@ -242,6 +293,14 @@ static void cuda_free(struct mt_backend *b)
 		free(s->ev), free(s->evcat);
 	}
 	mt_lt_destroy(s->lt);
+	mt_nccl_close(s->nccl, 0);
+	if (s->bev) {
+		for (int j = 0; j < s->plan.nb; j++)
+			cudaEventDestroy(s->bev[j]);
+		cudaEventDestroy(s->done);
+		cudaStreamDestroy(s->comm);
+	}
+	free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt);
 	for (int i = 0; i < 4; i++)
 		if (s->mem[i])
 			cudaFree(s->mem[i]);
@@ -255,6 +314,154 @@ static void cuda_free(struct mt_backend *b)
 static double gib(size_t n)
 {
 	return (double)n / (1024.0 * 1024.0 * 1024.0);
+}
+
+static size_t align256(size_t n)
+{
+	return (n + 255) & ~(size_t)255;
+}
+
+/* ---- data parallelism ---- */
+
+/* One rank per GPU: the node-local rank's GPU, or the only one visible when the
+ * launcher gave each rank its own (Slurm's --gpus-per-task); then no two ranks may
+ * have the same GPU. */
+static int pick_gpu(struct cu *s, int count, struct mt_err *err)
+{
+	struct mt_dist *d = s->d;
+	struct cudaDeviceProp p;
+	unsigned char mine[16], other[16];
+	int clash = -1;
+	cudaError_t e;
+
+	if (count > 1 && count < d->local_world)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "rank %d: %d ranks on this node but %d GPUs are visible: start one rank per GPU",
+				  d->rank, d->local_world, count);
+	e = cudaSetDevice(count > 1 ? d->local_rank : 0);
+	if (e == cudaSuccess)
+		e = cudaGetDeviceProperties(&p, count > 1 ? d->local_rank : 0);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "rank %d: cannot use GPU %d: %s", d->rank, count > 1 ? d->local_rank : 0,
+				  cudaGetErrorString(e));
+	memcpy(mine, p.uuid.bytes, 16);
+	/* every rank's GPU to every rank (all take part to the end, so none waits alone) */
+	for (int q = 0; q < d->world; q++) {
+		memcpy(other, mine, 16);
+		if (d->ops->bcast(d, other, 16, q, "the GPU check", err))
+			return -1;
+		if (q != d->rank && !memcmp(other, mine, 16) && clash < 0)
+			clash = q;
+	}
+	if (clash >= 0)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "ranks %d and %d share GPU %d on this node: start one rank per GPU (%d ranks on the node, "
+				  "%d GPU%s visible to each)", clash < d->rank ? clash : d->rank, clash < d->rank ? d->rank : clash,
+				  count > 1 ? d->local_rank : 0, d->local_world, count, count == 1 ? "" : "s");
+	return 0;
+}
+
+/* ZeRO: this rank's pieces (and the leftovers) between a whole buffer (host or device)
+ * and the shard layout */
+static cudaError_t shard_copy(struct cu *s, float *whole, float *shard, int to_shard)
+{
+	cudaError_t e = cudaSuccess;
+
+	for (int j = 0; j < s->plan.nb && e == cudaSuccess; j++) {
+		int64_t p = s->plan.piece[j], mine = s->plan.lo[j] + s->me * p, left = s->plan.lo[j] + s->dp * p;
+		int64_t nl = s->plan.hi[j] - left;
+		float *w1 = whole + mine, *s1 = shard + s->plan.sh[j], *w2 = whole + left, *s2 = shard + s->plan.sh[j] + p;
+		if (p)
+			e = cudaMemcpy(to_shard ? s1 : w1, to_shard ? w1 : s1, (size_t)p * 4, cudaMemcpyDefault);
+		if (e == cudaSuccess && nl)
+			e = cudaMemcpy(to_shard ? s2 : w2, to_shard ? w2 : s2, (size_t)nl * 4, cudaMemcpyDefault);
+	}
+	return e;
+}
+
+/* Every rank's pieces of a whole host buffer to rank 0 (each rank's are in place). */
+static int shard_gather(struct cu *s, float *whole, struct mt_err *err)
+{
+	for (int j = 0; j < s->plan.nb; j++) {
+		if (!s->plan.piece[j])
+			continue;
+		for (int q = 0; q < s->dp; q++) {
+			s->g_cnt[q] = s->plan.piece[j];
+			s->g_dsp[q] = s->plan.lo[j] + q * s->plan.piece[j];
+		}
+		if (s->d->ops->gatherv_f32(s->d, whole, s->g_cnt, s->g_dsp, "the checkpoint gather", -1, err))
+			return -1;
+	}
+	return 0;
+}
+
+static int dp_init(struct cu *s, struct mt_err *err)
+{
+	cudaError_t e;
+
+	s->g_cnt = calloc((size_t)s->dp * 2, sizeof(int64_t));
+	if (!s->g_cnt)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	s->g_dsp = s->g_cnt + s->dp;
+	if (mt_nccl_open(&s->nccl, s->d, err))
+		return -1;
+	s->bev = calloc((size_t)s->plan.nb, sizeof(*s->bev));
+	if (!s->bev)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
+	for (int j = 0; j < s->plan.nb && e == cudaSuccess; j++)
+		e = cudaEventCreateWithFlags(&s->bev[j], cudaEventDisableTiming);
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
+	s->next = -1;
+	if (!s->o.quiet)
+		mt_info("cuda: %d data-parallel ranks over %s, %d gradient buckets (at least %lld elements each)%s", s->dp,
+			mt_nccl_version(s->nccl), s->plan.nb, (long long)(s->o.bucket_size > 0 ? s->o.bucket_size : MT_DDP_BUCKET_DEFAULT),
+			s->zero ? "; distributed optimizer: each rank keeps 1/N of the master weights and AdamW moments" : "");
+	return 0;
+}
+
+static enum mt_nccl_type ntype(enum mt_dtype dt)
+{
+	return dt == MT_BF16 ? MT_NCCL_BF16 : dt == MT_F16 ? MT_NCCL_F16 : MT_NCCL_F32;
+}
+
+/* in a pass: the gradients at offsets >= lo are complete; launch the buckets this
+ * finishes (a no-op outside the step's last micro-batch) */
+static int grads_ready(struct cu *s, int64_t lo)
+{
+	struct mt_err *err = &s->derr;
+
+	if (s->next < 0 || s->dp < 2)
+		return 0;
+	while (s->next < s->plan.nb && s->plan.lo[s->next] >= lo) {
+		int j = s->next++;
+		int64_t n = s->plan.hi[j] - s->plan.lo[j], p = s->plan.piece[j];
+		float *g = s->g + s->plan.lo[j];
+		RT(cudaEventRecord(s->bev[j], 0));
+		RT(cudaStreamWaitEvent(s->comm, s->bev[j], 0));
+		if (!s->zero) {
+			if (mt_nccl_allreduce(s->nccl, g, n, MT_NCCL_F32, s->comm, err))
+				goto fail;
+			continue;
+		}
+		if (mt_nccl_group_start(s->nccl, err) ||
+		    (p && mt_nccl_reduce_scatter(s->nccl, g, p, MT_NCCL_F32, s->comm, err)) ||
+		    (n > s->dp * p && mt_nccl_allreduce(s->nccl, g + s->dp * p, n - s->dp * p, MT_NCCL_F32, s->comm, err)) ||
+		    mt_nccl_group_end(s->nccl, err))
+			goto fail;
+	}
+	if (s->next == s->plan.nb) {
+		RT(cudaEventRecord(s->done, s->comm));
+		s->next = -1;
+		s->pending = 1;
+	}
+	return 0;
+fail:
+	s->failed = 1;
+	return -1;
 }
 
 static int cuda_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
@@ -279,6 +486,17 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->c = c;
 	s->t = t;
 	s->o = b->opt;
+	s->d = s->o.dist;
+	s->dp = s->d && !s->o.inference ? s->d->dp : 1;
+	s->me = s->dp > 1 ? s->d->dp_rank : 0;
+	s->zero = s->dp > 1 && s->o.distributed_optimizer;
+	s->next = -1; /* no reduction in flight */
+	if (mt_ddp_plan_init(&s->plan, t, s->o.bucket_size > 0 ? s->o.bucket_size : MT_DDP_BUCKET_DEFAULT, s->dp, s->me,
+			     s->zero, err))
+		return -1;
+	/* before anything makes a CUDA context */
+	if (s->dp > 1 && pick_gpu(s, n, err))
+		return -1;
 	s->dt = s->o.precision == MT_PREC_BF16 ? MT_BF16 : s->o.precision == MT_PREC_FP16 ? MT_F16 : MT_F32;
 	s->es = s->dt == MT_F32 ? 4 : 2;
 	s->B = micro_batch;
@@ -317,8 +535,9 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	if (s->hd != 8 && s->hd != 16 && s->hd != 32 && s->hd != 64 && s->hd != 128)
 		return mt_err_set(err, MT_EXIT_USAGE, "the CUDA backend supports head sizes 8, 16, 32, 64 and 128, not %lld",
 				  (long long)s->hd);
-	for (int i = 0; i < t->n; i++)
-		nchunks += (t->p[i].numel + MT_ADAMW_CHUNK - 1) / MT_ADAMW_CHUNK;
+	if (s->dp > 1 && dp_init(s, err))
+		return -1;
+	nchunks = mt_ddp_plan_chunks(&s->plan, t, NULL, &s->npiece_chunks);
 	s->nchunks = nchunks;
 	s->slots = calloc((size_t)s->nslots, sizeof(*s->slots));
 	s->h_count = calloc((size_t)s->V + 1, sizeof(int32_t));
@@ -333,18 +552,22 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	    !s->h_tgt)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 
-	s->bytes[0] = (size_t)t->total * (4 + (s->dt == MT_F32 ? 0 : s->es)) + 256;
+	/* with ZeRO: the fp32 master shard, then the whole compute copy (a separate buffer
+	 * in fp32 too) */
+	s->bytes[0] = s->zero ? align256((size_t)s->plan.shard * 4) + (size_t)t->total * s->es + 256
+		      : (size_t)t->total * (4 + (s->dt == MT_F32 ? 0 : s->es)) + 256;
 	s->bytes[1] = s->o.inference ? 0 : (size_t)t->total * 4;
-	s->bytes[2] = s->o.inference ? 0 : (size_t)t->total * 8 + 256;
+	s->bytes[2] = s->o.inference ? 0 : (size_t)s->plan.shard * 8 + 256;
 	s->bytes[3] = plan_acts(s, NULL);
 	need = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->bytes[3];
 	e = cudaMemGetInfo(&free_b, &total_b);
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "cannot query the GPU's memory: %s", cudaGetErrorString(e));
 	if (!s->o.quiet)
-		mt_info("cuda: memory plan %.2f GiB: parameters %.2f, gradients %.2f, optimizer state %.2f, activations "
+		mt_info("cuda: memory plan %.2f GiB: parameters %.2f, gradients %.2f, optimizer state %.2f%s, activations "
 			"%.2f (%s, micro-batch %lld x %lld, recompute %s); %.2f GiB free of %.2f",
-			gib(need), gib(s->bytes[0]), gib(s->bytes[1]), gib(s->bytes[2]), gib(s->bytes[3]),
+			gib(need), gib(s->bytes[0]), gib(s->bytes[1]), gib(s->bytes[2]),
+			s->zero ? " (ZeRO-1: master weights and moments of this rank's shard)" : "", gib(s->bytes[3]),
 			s->dt == MT_F32 ? "fp32" : s->dt == MT_BF16 ? "bf16" : "fp16", (long long)s->B, (long long)s->T,
 			s->o.recompute_full ? "full" : "selective", gib(free_b), gib(total_b));
 	if (need + (64u << 20) > free_b)
@@ -362,10 +585,10 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 					  gib(s->bytes[i]), what[i], cudaGetErrorString(e));
 	}
 	s->w = s->mem[0];
-	s->wc = s->dt == MT_F32 ? (void *)s->w : (void *)((char *)s->mem[0] + (((size_t)t->total * 4 + 255) & ~(size_t)255));
+	s->wc = s->dt == MT_F32 && !s->zero ? (void *)s->w : (void *)((char *)s->mem[0] + align256((size_t)s->plan.shard * 4));
 	s->g = s->mem[1];
 	s->m = s->mem[2];
-	s->v = s->m ? (float *)((char *)s->mem[2] + (((size_t)t->total * 4 + 255) & ~(size_t)255)) : NULL;
+	s->v = s->m ? (float *)((char *)s->mem[2] + align256((size_t)s->plan.shard * 4)) : NULL;
 	plan_acts(s, s->mem[3]);
 	if (mt_lt_create(&s->lt, (char *)s->mem[3] + s->bytes[3] - workspace_bytes(), workspace_bytes()))
 		return mt_err_set(err, MT_EXIT_IO, "cuBLASLt: %s", mt_cuda_error());
@@ -377,15 +600,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		free(hc), free(cs);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	}
-	nchunks = 0;
-	for (int i = 0; i < t->n; i++)
-		for (int64_t o = 0; o < t->p[i].numel; o += MT_ADAMW_CHUNK) {
-			int64_t len = t->p[i].numel - o < MT_ADAMW_CHUNK ? t->p[i].numel - o : MT_ADAMW_CHUNK;
-			hc[nchunks].start = t->p[i].offset + o;
-			hc[nchunks].len = (int32_t)len;
-			hc[nchunks].decay = t->p[i].weight_decay;
-			nchunks++;
-		}
+	mt_ddp_plan_chunks(&s->plan, t, hc, NULL);
 	/* rotary table, in double as gpt.c computes it, rounded once */
 	for (int64_t tt = 0; tt < s->T; tt++)
 		for (int64_t i = 0; i < s->hd / 2; i++) {
@@ -405,11 +620,37 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	return 0;
 }
 
+/* ZeRO: the whole weights through the gradient buffer (free between steps): the compute
+ * copy whole, the master weights' pieces from it; the moments' pieces */
+static int load_sharded(struct cu *s, const float *w, const float *m, const float *v, struct mt_err *err)
+{
+	size_t n = (size_t)s->t->total * sizeof(float);
+	cudaError_t e = cudaMemcpy(s->g, w, n, cudaMemcpyHostToDevice);
+
+	if (e == cudaSuccess && mt_convert_f32(s->dt, s->wc, s->g, s->t->total))
+		return mt_err_set(err, MT_EXIT_IO, "%s", mt_cuda_error());
+	if (e == cudaSuccess)
+		e = shard_copy(s, s->g, s->w, 1);
+	if (e == cudaSuccess)
+		e = m ? shard_copy(s, (float *)m, s->m, 1) : cudaMemset(s->m, 0, (size_t)s->plan.shard * 4);
+	if (e == cudaSuccess)
+		e = v ? shard_copy(s, (float *)v, s->v, 1) : cudaMemset(s->v, 0, (size_t)s->plan.shard * 4);
+	if (e == cudaSuccess)
+		e = cudaMemset(s->g, 0, n);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "copying the state to the GPU: %s", cudaGetErrorString(e));
+	return 0;
+}
+
 static int cuda_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	size_t n = (size_t)s->t->total * sizeof(float);
-	cudaError_t e = cudaMemcpy(s->w, w, n, cudaMemcpyHostToDevice);
+	cudaError_t e;
+
+	if (s->zero)
+		return load_sharded(s, w, m, v, err);
+	e = cudaMemcpy(s->w, w, n, cudaMemcpyHostToDevice);
 
 	if (e == cudaSuccess && s->m)
 		e = m ? cudaMemcpy(s->m, m, n, cudaMemcpyHostToDevice) : cudaMemset(s->m, 0, n);
@@ -428,6 +669,22 @@ static int cuda_save_state(struct mt_backend *b, float *w, float *m, float *v, s
 	size_t n = (size_t)s->t->total * sizeof(float);
 	cudaError_t e = cudaSuccess;
 
+	if (s->zero) {
+		/* each rank's pieces into its whole buffers, then to rank 0 */
+		float *bufs[3] = { w, m, v }, *dev[3] = { s->w, s->m, s->v };
+		for (int i = 0; i < 3; i++) {
+			if (!bufs[i])
+				continue;
+			e = shard_copy(s, bufs[i], dev[i], 0);
+			if (e != cudaSuccess)
+				return mt_err_set(err, MT_EXIT_IO, "copying the state from the GPU: %s", cudaGetErrorString(e));
+			if (shard_gather(s, bufs[i], err))
+				return -1;
+		}
+		return 0;
+	}
+	if (s->dp > 1 && s->me != 0)
+		return 0; /* replicated: rank 0's copy is everyone's */
 	if (w)
 		e = cudaMemcpy(w, s->w, n, cudaMemcpyDeviceToHost);
 	if (e == cudaSuccess && m)
@@ -561,6 +818,14 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 
 	for (int64_t n = 0; n < s->N; n++)
 		count += targets[n] >= 0;
+	if (backward == MT_BACKWARD_LAST && s->dp > 1) {
+		if (s->pending) {
+			mt_err_set(&s->derr, MT_EXIT_IO, "the previous step's gradient reduction was not waited for");
+			s->failed = 1;
+			return -1;
+		}
+		s->next = 0; /* this pass reduces */
+	}
 	RT(cudaMemcpy(s->tok, tokens, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
 	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
 	if (backward) {
@@ -590,15 +855,23 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 	if (backward) {
 		KP(P_NORM, mt_norm_bwd(dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL, s->lnfs,
 			      wp(s, -1, MT_P_FINAL_W), s->N, s->h, rms, s->scratch));
+		/* the data-parallel reduction follows the pass: everything from the final norm
+		 * on, then each layer, then the embeddings (tied to the output layer) */
+		if (grads_ready(s, mt_params_get(s->t, -1, MT_P_FINAL_W)->offset))
+			return -1;
 		for (int l = (int)s->L - 1; l >= 0; l--) {
 			struct slot *sl = &s->slots[s->o.recompute_full ? 0 : l];
 			if (s->o.recompute_full && layer_fwd(s, l, sl))
 				return -1;
 			if (layer_bwd(s, l, sl))
 				return -1;
+			if (grads_ready(s, mt_params_get(s->t, l, MT_P_LN1_W)->offset))
+				return -1;
 		}
 		KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok, s->u_start,
 			       s->u_pos, nu, s->N, s->T, s->h));
+		if (grads_ready(s, 0))
+			return -1;
 	}
 	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)s->N * sizeof(float), cudaMemcpyDeviceToHost));
 	for (int64_t n = 0; n < s->N; n++)
@@ -697,30 +970,71 @@ static void scaler_update(struct cu *s, int found_inf)
 	}
 }
 
-static void cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite)
+/* the backend failed earlier (a pass, a launch): its message as the caller's error */
+static int failed_err(struct cu *s, struct mt_err *err)
+{
+	if (s->derr.msg[0]) {
+		*err = s->derr;
+		return -1;
+	}
+	return mt_err_set(err, MT_EXIT_IO, "CUDA backend: %s", mt_cuda_error());
+}
+
+/* the step's gradient reduction, waited for against the timeout (the loop's heartbeat
+ * before it has named a rank that did not finish its backward pass) */
+static int reduce_wait(struct cu *s, int64_t step, struct mt_err *err)
+{
+	if (!s->pending)
+		return mt_err_set(err, MT_EXIT_IO, "no gradient reduction was started at step %lld (no last micro-batch)",
+				  (long long)step);
+	s->pending = 0;
+	if (mt_nccl_wait(s->nccl, s->done, s->zero ? "the gradient reduce-scatter" : "the gradient all-reduce", step, err)) {
+		s->failed = 1;
+		return -1;
+	}
+	if (rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __LINE__))
+		return failed_err(s, err);
+	return 0;
+}
+
+static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
+			     struct mt_err *err)
 {
 	struct cu *s = b->state;
-	double sq = NAN;
+	double sq = NAN, part[2] = { 0, 0 };
 	float sc = s->scale != 1.0 ? (float)((double)scale / s->scale) : scale;
+	/* ZeRO: this rank's pieces, then the leftovers every rank holds (counted by rank 0) */
+	int64_t n1 = s->zero ? s->npiece_chunks : s->nchunks, n2 = s->nchunks - n1;
 
 	s->gclip = 1.0f;
 	*norm = 0;
 	*nonfinite = 1;
+	if (s->failed)
+		return failed_err(s, err);
+	if (s->dp > 1 && reduce_wait(s, b->step, err))
+		return -1;
 	prof_mark(s, P_OPTIM);
-	if (s->failed || mt_grad_sumsq_dev(s->chunks, s->nchunks, s->g, sc, s->partial, s->sumsq)) {
+	if ((n1 && mt_grad_sumsq_dev(s->chunks, n1, s->g, sc, s->partial, s->sumsq)) ||
+	    (n2 && mt_grad_sumsq_dev((const struct mt_chunk *)s->chunks + n1, n2, s->g, sc, s->partial + n1, s->sumsq + 1))) {
 		fail_cuda(s);
-		return;
+		return failed_err(s, err);
 	}
 	prof_mark(s, P_OPTIM);
-	if (rt_check(s, cudaMemcpy(&sq, s->sumsq, sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
-		return;
+	if (rt_check(s, cudaMemcpy(part, s->sumsq, sizeof(part), cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
+		return failed_err(s, err);
+	sq = (n1 ? part[0] : 0) + (n2 && s->me == 0 ? part[1] : 0);
+	/* a sum over the ranks carries the non-finite check with it */
+	if (s->zero && s->d->ops->allreduce_f64(s->d, &sq, 1, 0, "the gradient norm", b->step, err)) {
+		s->failed = 1;
+		return -1;
+	}
 	if (!isfinite(sq)) {
 		int dynamic = s->o.precision == MT_PREC_FP16 && !(s->o.loss_scale > 0);
 		scaler_update(s, 1);
 		if (dynamic && !s->o.quiet)
 			mt_info("fp16: gradient overflow, step skipped; loss scale now %g", s->scale);
 		*nonfinite = dynamic ? MT_GRAD_OVERFLOW : 1;
-		return;
+		return 0;
 	}
 	scaler_update(s, 0);
 	*nonfinite = 0;
@@ -730,9 +1044,38 @@ static void cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm
 		if (coeff < 1.0)
 			s->gclip = (float)coeff;
 	}
+	return 0;
 }
 
-static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
+/* ZeRO: every rank's updated pieces of the compute copy to every rank */
+static int gather_params(struct cu *s, int64_t step, struct mt_err *err)
+{
+	enum mt_nccl_type nt = ntype(s->dt);
+
+	if (rt_check(s, cudaEventRecord(s->bev[0], 0), "cudaEventRecord", __LINE__) ||
+	    rt_check(s, cudaStreamWaitEvent(s->comm, s->bev[0], 0), "cudaStreamWaitEvent", __LINE__))
+		return failed_err(s, err);
+	if (mt_nccl_group_start(s->nccl, err))
+		goto fail;
+	for (int j = 0; j < s->plan.nb; j++)
+		if (s->plan.piece[j] &&
+		    mt_nccl_allgather(s->nccl, (char *)s->wc + (size_t)s->plan.lo[j] * s->es, s->plan.piece[j], nt, s->comm, err))
+			goto fail;
+	if (mt_nccl_group_end(s->nccl, err))
+		goto fail;
+	if (rt_check(s, cudaEventRecord(s->done, s->comm), "cudaEventRecord", __LINE__))
+		return failed_err(s, err);
+	if (mt_nccl_wait(s->nccl, s->done, "the parameter all-gather", step, err))
+		goto fail;
+	if (rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __LINE__))
+		return failed_err(s, err);
+	return 0;
+fail:
+	s->failed = 1;
+	return -1;
+}
+
+static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	struct mt_adamw_coef c;
@@ -749,16 +1092,21 @@ static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr)
 	k.eps = c.eps;
 	k.neg_step_size = c.neg_step_size;
 	if (s->failed)
-		return;
+		return failed_err(s, err);
 	prof_mark(s, P_OPTIM);
 	if (mt_adamw_apply(s->chunks, s->nchunks, &k, s->gclip, s->w, s->g, s->m, s->v, s->dt,
-			   s->dt == MT_F32 ? NULL : s->wc))
+			   s->wc == (void *)s->w ? NULL : s->wc)) {
 		fail_cuda(s);
+		return failed_err(s, err);
+	}
 	prof_mark(s, P_OPTIM);
+	if (s->zero && gather_params(s, b->step, err))
+		return -1;
 	prof_collect(s);
 	if (s->prof && o->step == 1)
 		memset(s->ptime, 0, sizeof(s->ptime));
 	s->gclip = 1.0f;
+	return 0;
 }
 
 static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
@@ -808,13 +1156,19 @@ static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const
 	(void)b, (void)tokens, (void)targets, (void)backward;
 	return 0;
 }
-static void cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite)
+static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
+			     struct mt_err *err)
 {
 	(void)b, (void)scale, (void)max_norm;
 	*norm = 0;
 	*nonfinite = 1;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
 }
-static void cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr) { (void)b, (void)o, (void)lr; }
+static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
+{
+	(void)b, (void)o, (void)lr;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
+}
 static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
 {
 	(void)b, (void)g, (void)err;

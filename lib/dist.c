@@ -58,11 +58,14 @@ int mt_dist_layout(struct mt_dist *d, int tp, int pp, struct mt_err *err)
 	return 0;
 }
 
+static const struct mt_dist_ops ops;
+
 #ifdef MT_NO_MPI
 
 int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 {
 	memset(d, 0, sizeof(*d));
+	d->ops = &ops;
 	d->world = d->local_world = d->tp = d->pp = d->dp = 1;
 	if (mt_dist_launched() && getenv("SLURM_NTASKS") && atoi(getenv("SLURM_NTASKS")) > 1)
 		return mt_err_set(err, MT_EXIT_USAGE, "started as one of several tasks, but mt was built without MPI");
@@ -119,6 +122,7 @@ int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 	int provided;
 
 	memset(d, 0, sizeof(*d));
+	d->ops = &ops;
 	d->world = d->local_world = d->tp = d->pp = d->dp = 1;
 	if (!mt_dist_launched())
 		return 0;
@@ -450,3 +454,10 @@ int mt_dist_bcast(struct mt_dist *d, void *buf, int64_t n, int root, const char 
 }
 
 #endif
+
+static const struct mt_dist_ops ops = {
+	.agree = mt_dist_agree,
+	.bcast = mt_dist_bcast,
+	.gatherv_f32 = mt_dist_gatherv_f32,
+	.allreduce_f64 = mt_dist_allreduce_f64,
+};

@@ -25,7 +25,10 @@
 
 #include "err.h"
 
+struct mt_dist_ops;
+
 struct mt_dist {
+	const struct mt_dist_ops *ops; /* mt_dist_init sets it (below) */
 	int rank, world;            /* in the world communicator */
 	int local_rank, local_world; /* on this node: picks the GPU */
 	int tp, pp, dp;             /* sizes; tp * pp * dp = world */
@@ -83,5 +86,16 @@ int mt_dist_allreduce_f64(struct mt_dist *d, double *buf, int64_t n, int max, co
 			  struct mt_err *err);
 /* Bytes from rank `root` to every rank (NCCL unique ids, decisions). */
 int mt_dist_bcast(struct mt_dist *d, void *buf, int64_t n, int root, const char *what, struct mt_err *err);
+
+/* The calls a GPU backend makes, through d->ops: the backends are also linked into tools
+ * without MPI (mt-eval, mt-generate), which must not depend on this file. */
+struct mt_dist_ops {
+	int (*agree)(struct mt_dist *d, int64_t step, int flag, int *max_flag, struct mt_err *err);
+	int (*bcast)(struct mt_dist *d, void *buf, int64_t n, int root, const char *what, struct mt_err *err);
+	int (*gatherv_f32)(struct mt_dist *d, float *buf, const int64_t *counts, const int64_t *displs,
+			   const char *what, int64_t step, struct mt_err *err);
+	int (*allreduce_f64)(struct mt_dist *d, double *buf, int64_t n, int max, const char *what, int64_t step,
+			     struct mt_err *err);
+};
 
 #endif

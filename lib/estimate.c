@@ -149,8 +149,11 @@ void mt_estimate_print(FILE *out, const struct mt_estimate_args *a, const struct
 	fprintf(out, "  parameters on it            %lld (%.3f B)\n", (long long)e->params_per_gpu, e->params_per_gpu / G);
 	fprintf(out, "  weights                     %8.2f GiB\n", e->weights / GiB);
 	fprintf(out, "  gradients (fp32)            %8.2f GiB\n", e->grads / GiB);
-	fprintf(out, "  optimizer state             %8.2f GiB (%s)\n", e->optimizer / GiB,
+	fprintf(out, "  optimizer state             %8.2f GiB (%s", e->optimizer / GiB,
 		a->param_bytes < 4 ? "fp32 master + 2 moments" : "2 fp32 moments");
+	if (a->distributed_optimizer)
+		fprintf(out, "; 1/%d of them on each data-parallel rank", a->dp);
+	fprintf(out, ")\n");
 	fprintf(out, "  activations                 %8.2f GiB\n", e->activations / GiB);
 	fprintf(out, "  logits                      %8.2f GiB\n", e->logits / GiB);
 	fprintf(out, "  total                       %8.2f GiB\n", e->total / GiB);

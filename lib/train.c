@@ -152,14 +152,18 @@ static int save(struct trainer *tr, struct mt_err *err)
 	char *cfg = mt_config_to_json(&a->cfg), *sch = mt_sched_to_json(&tr->sched);
 	struct mt_ckpt_state s = { tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, cfg,
 				   a->train_args_json ? a->train_args_json : "{}", sch, NULL, 0 };
-	int zero = a->distributed_optimizer, rc, all;
+	int zero = a->distributed_optimizer && tr->have_dp, rc, all;
 	struct mt_err e2 = { 0 };
 
-	/* one copy of the model: the moments' shards gathered whole on rank 0, which writes */
+	/* one copy of the model: the moments' shards gathered whole on rank 0, which writes;
+	 * a backend on devices gathers its own state (every rank calls save_state) */
 	rc = zero && mt_dp_gather_moments(&tr->dp, tr->m, tr->v, tr->iteration, err) ? -1 : 0;
+	if (rc == 0 && !tr->have_dp)
+		rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err);
+	else if (rc == 0 && tr->d->rank == 0)
+		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
 	if (rc == 0 && tr->d->rank == 0)
-		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err) ? -1
-		     : mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
+		rc = mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
 	free(cfg);
 	free(sch);
 	/* every rank learns whether the checkpoint is complete before going on */
@@ -195,14 +199,16 @@ static int load(struct trainer *tr, struct mt_err *err)
 				  dir, c.num_layers, c.hidden_size, (long long)c.padded_vocab_size);
 	}
 	/* every rank reads the whole file; with ZeRO each keeps its shard of the moments, so
-	 * a run resumes with any number of data-parallel ranks */
+	 * a run resumes with any number of data-parallel ranks (dp.c's shard, or the device
+	 * backend's, which takes it from the whole buffers) */
+	int dpzero = tr->a->distributed_optimizer && tr->have_dp;
 	if (mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err) ||
-	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !tr->a->distributed_optimizer ? tr->m : NULL,
-				  st.has_optimizer && !tr->a->distributed_optimizer ? tr->v : NULL, err)) {
+	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !dpzero ? tr->m : NULL,
+				  st.has_optimizer && !dpzero ? tr->v : NULL, err)) {
 		mt_ckpt_loaded_free(&st);
 		return -1;
 	}
-	if (tr->a->distributed_optimizer)
+	if (dpzero)
 		mt_dp_set_moments(&tr->dp, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL);
 	tr->iteration = st.iteration;
 	tr->consumed_train = st.consumed_train_samples;
@@ -285,18 +291,17 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.b.ops = a->device_cuda ? &mt_backend_cuda : &mt_backend_cpu;
 	tr.b.opt = a->backend;
 	tr.b.opt.quiet = a->quiet;
+	tr.b.opt.dist = tr.d;
+	tr.b.opt.distributed_optimizer = a->distributed_optimizer;
+	tr.b.opt.bucket_size = a->ddp_bucket_size;
 	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;
-	/* a backend whose buffers live on a device accumulates by itself and runs as one
-	 * process until it reduces with NCCL; host buffers go through dp.c */
+	/* host buffers go through dp.c; a backend whose buffers live on a device reduces
+	 * them itself (NCCL), bucketed under its backward pass */
 	if (tr.b.ops->host_grads && tr.b.ops->host_grads(&tr.b)) {
 		if (mt_dp_init(&tr.dp, tr.d, &tr.t, a->distributed_optimizer, err))
 			goto out;
 		tr.have_dp = 1;
-	} else if (tr.d->world > 1 || a->distributed_optimizer) {
-		mt_err_set(err, MT_EXIT_USAGE, "backend %s: %s is not supported yet", tr.b.ops->name,
-			   tr.d->world > 1 ? "data parallelism" : "--use-distributed-optimizer");
-		goto out;
 	}
 	if (!a->quiet && tr.d->world > 1)
 		mt_info("%d ranks: data-parallel %d x tensor %d x pipeline %d; %lld micro-batches of %lld per rank and step%s",
@@ -362,9 +367,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		int nonfinite;
 
 		int64_t step = tr.iteration + 1, cnt, gbs = batch_now(&tr);
+		int zero_dp = a->distributed_optimizer && tr.have_dp;
 
 		micro = gbs / a->micro_batch_size;
 		local = micro / tr.d->dp;
+		tr.b.step = step;
 
 		/* each micro-batch's gradient alone, then added to the step's sum in the global
 		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
@@ -377,9 +384,21 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				goto out;
 			if (tr.have_dp)
 				tr.b.ops->zero_grad(&tr.b);
-			tr.lbuf[2 * k] = tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, 1);
+			if (tr.d->world > 1 && tr.d->rank == a->hang_rank && step == a->hang_step && a->hang_backward &&
+			    k == local - 1)
+				for (;;)
+					pause(); /* the test hook of a rank that hangs before its reduction */
+			/* the last micro-batch's backward pass starts a device backend's reduction */
+			tr.lbuf[2 * k] = tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, k == local - 1 ? MT_BACKWARD_LAST : 1);
 			tr.lbuf[2 * k + 1] = 1;
 			if (tr.have_dp && mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
+				goto out;
+		}
+		/* a device backend reduces on its own streams: first a heartbeat, so that rank
+		 * 0 names a rank that did not finish its backward pass (dp.c has its own) */
+		if (!tr.have_dp && tr.d->world > 1) {
+			int x;
+			if (mt_dist_agree(tr.d, step, 0, &x, err))
 				goto out;
 		}
 		if (gather_losses(&tr, local, (double)micro, &loss, &cnt, step, err))
@@ -387,14 +406,15 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		/* the mean over micro-batches; the norm before clipping, as Megatron logs it */
 		lr = mt_sched_lr(&tr.sched);
 		tr.adam.weight_decay = mt_sched_wd(&tr.sched);
-		if (a->distributed_optimizer) {
+		if (zero_dp) {
 			if (mt_dp_zero_step(&tr.dp, tr.b.ops->host_weights(&tr.b), isfinite(loss) ? &tr.adam : NULL, lr, 1.0f / (float)micro,
 					    a->clip_grad, &gnorm, &nonfinite, step, err))
 				goto out;
 		} else {
 			if (tr.have_dp && mt_dp_allgather_grads(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
-			tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite);
+			if (tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite, err))
+				goto out;
 		}
 		tr.consumed_train += gbs;
 		tr.iteration++;
@@ -410,8 +430,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			}
 		} else {
 			skipped_row = 0;
-			if (!a->distributed_optimizer)
-				tr.b.ops->adamw_step(&tr.b, &tr.adam, lr);
+			if (!zero_dp && tr.b.ops->adamw_step(&tr.b, &tr.adam, lr, err))
+				goto out;
 			loss_acc += loss;
 			loss_n++;
 		}
@@ -475,8 +495,10 @@ out:
 		mt_plan_free(&tr.plan);
 	if (tr.have_dp)
 		mt_dp_free(&tr.dp);
-	if (tr.b.ops)
+	if (tr.b.ops) {
+		tr.b.failed = rc != 0;
 		tr.b.ops->free(&tr.b);
+	}
 	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt), free(tr.lbuf);
 	mt_params_free(&tr.t);
 	return rc;

@@ -1,4 +1,4 @@
-/* train.h: mt-train's training loop on the CPU backend.
+/* train.h: mt-train's training loop over a backend (CPU or CUDA).
  *
  * Iterations of --global-batch-size samples in micro-batches of --micro-batch-size
  * (gradients averaged over the micro-batches), AdamW with Megatron's schedules, global-
@@ -45,8 +45,10 @@ struct mt_train_args {
 	 * saves. Gradients are summed in the global micro-batch order (dp.h). */
 	struct mt_dist *dist;
 	int distributed_optimizer;      /* ZeRO-1: each rank keeps the AdamW state of its shard */
+	int64_t ddp_bucket_size;        /* GPU: gradient bucket in elements (0: the backend's default) */
 	int hang_rank;                  /* test hook: this rank (>= 0) stops answering ... */
 	int64_t hang_step;              /* ... at the end of this iteration */
+	int hang_backward;              /* ... or before its last micro-batch of that iteration */
 	/* Megatron's --rampup-batch-size START INCR SAMPLES (start 0: none): the global batch
 	 * of each iteration is mt_rampup_batch(consumed samples); sample-based schedule */
 	int64_t rampup[3];

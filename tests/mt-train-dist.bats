@@ -178,6 +178,8 @@ rank_pid() {
 	python3 -c "import re,sys; n = int(re.search(r'parameters: (\d+)', sys.argv[1]).group(1)); assert 174.0e9 < n < 175.5e9, n" "$output"
 	[[ $output == *"batch: global 1536 = micro 1 x data-parallel 8 x 192 accumulation steps"* ]]
 	[[ $output == *"in 95 increments of 61677 samples"* ]]
+	# the distributed optimizer's state, sharded over the 8 data-parallel ranks
+	[[ $output == *"fp32 master + 2 moments; 1/8 of them on each data-parallel rank"* ]]
 	# FLOPs per step: 6 N T (+ attention) with T = 2048 x 1536 tokens, about 3.4e18
 	python3 -c "import re,sys; f = float(re.search(r'flops per step: (\S+)', sys.argv[1]).group(1)); assert 3.2e18 < f < 3.8e18, f" "$output"
 	# per GPU it must fit an 80 GB GPU

@@ -214,7 +214,8 @@ int main(int argc, char **argv)
 	for (long long s = 0; s < steps; s++) {
 		be.ops->zero_grad(&be);
 		loss = be.ops->step_micro(&be, tok, tgt, 1);
-		be.ops->grad_prepare(&be, 1.0f, 0, &norm, &nonfinite);
+		if (be.ops->grad_prepare(&be, 1.0f, 0, &norm, &nonfinite, &e))
+			mt_die_err(&e);
 		fprintf(f, "%.17g\n", loss);
 		if (s == 0) {
 			if (be.ops->get_grad(&be, g, &e))
@@ -230,7 +231,8 @@ int main(int argc, char **argv)
 					mt_die_err(&e);
 			}
 		}
-		be.ops->adamw_step(&be, &opt, lr);
+		if (be.ops->adamw_step(&be, &opt, lr, &e))
+			mt_die_err(&e);
 	}
 	if (be.ops->save_state(&be, w, m, v, &e))
 		mt_die_err(&e);

@@ -1,0 +1,374 @@
+/* ncclcomm.c: NCCL loaded at run time, a nonblocking communicator and polled waits (see
+ * ncclcomm.h). The library's entry points are looked up once with dlsym against the types
+ * of NCCL's own header; nothing here knows what the buffers hold. */
+#include "ncclcomm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(MT_HAVE_CUDA) && defined(MT_HAVE_NCCL)
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+/* NCCL's header declares some functions without prototypes */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+#include <stdio.h>
+#include <time.h>
+
+static struct {
+	void *lib;
+	ncclResult_t (*GetUniqueId)(ncclUniqueId *);
+	ncclResult_t (*CommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *);
+	ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t *);
+	ncclResult_t (*CommAbort)(ncclComm_t);
+	ncclResult_t (*CommFinalize)(ncclComm_t);
+	ncclResult_t (*CommDestroy)(ncclComm_t);
+	ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+	ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+				      cudaStream_t);
+	ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+	ncclResult_t (*GroupStart)(void);
+	ncclResult_t (*GroupEnd)(void);
+	const char *(*GetErrorString)(ncclResult_t);
+	const char *(*GetLastError)(ncclComm_t);
+	ncclResult_t (*GetVersion)(int *);
+} api;
+
+struct mt_nccl {
+	ncclComm_t comm;
+	struct mt_dist *d;
+	int failed;
+	char version[32];
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void nap(long spins)
+{
+	if (spins > 1000) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int load(struct mt_err *err)
+{
+	const char *path = getenv("MT_NCCL_LIBRARY");
+	struct {
+		const char *name;
+		void **fn;
+	} syms[] = {
+		{ "ncclGetUniqueId", (void **)&api.GetUniqueId },
+		{ "ncclCommInitRankConfig", (void **)&api.CommInitRankConfig },
+		{ "ncclCommGetAsyncError", (void **)&api.CommGetAsyncError },
+		{ "ncclCommAbort", (void **)&api.CommAbort },
+		{ "ncclCommFinalize", (void **)&api.CommFinalize },
+		{ "ncclCommDestroy", (void **)&api.CommDestroy },
+		{ "ncclAllReduce", (void **)&api.AllReduce },
+		{ "ncclReduceScatter", (void **)&api.ReduceScatter },
+		{ "ncclAllGather", (void **)&api.AllGather },
+		{ "ncclGroupStart", (void **)&api.GroupStart },
+		{ "ncclGroupEnd", (void **)&api.GroupEnd },
+		{ "ncclGetErrorString", (void **)&api.GetErrorString },
+		{ "ncclGetLastError", (void **)&api.GetLastError },
+		{ "ncclGetVersion", (void **)&api.GetVersion },
+	};
+
+	if (api.lib)
+		return 0;
+	if (!path || !*path)
+		path = "libnccl.so.2";
+	api.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!api.lib)
+		return mt_err_set(err, MT_EXIT_IO,
+				  "data parallelism on GPUs needs NCCL: cannot load '%s' (%s): install NCCL 2.12 or later, "
+				  "add its lib folder to LD_LIBRARY_PATH or name the file in MT_NCCL_LIBRARY", path, dlerror());
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		*syms[i].fn = dlsym(api.lib, syms[i].name);
+		if (!*syms[i].fn) {
+			dlclose(api.lib);
+			api.lib = NULL;
+			return mt_err_set(err, MT_EXIT_IO, "NCCL library '%s' has no %s: NCCL 2.12 or later is needed", path,
+					  syms[i].name);
+		}
+	}
+	return 0;
+}
+
+static int nccl_fail(struct mt_nccl *n, ncclResult_t rc, const char *what, struct mt_err *err)
+{
+	const char *last = api.GetLastError ? api.GetLastError(n ? n->comm : NULL) : NULL;
+
+	if (n)
+		n->failed = 1;
+	return mt_err_set(err, MT_EXIT_IO, "rank %d: NCCL %s failed: %s%s%s", n && n->d ? n->d->rank : -1, what,
+			  api.GetErrorString(rc), last && *last ? ": " : "", last && *last ? last : "");
+}
+
+/* a nonblocking call returned ncclInProgress: poll until NCCL has taken it */
+static int settle(struct mt_nccl *n, ncclResult_t rc, const char *what, struct mt_err *err)
+{
+	double t0 = now(), timeout = n->d->timeout;
+
+	for (long spins = 0; rc == ncclInProgress; spins++) {
+		if (timeout > 0 && now() - t0 > timeout) {
+			n->failed = 1;
+			return mt_err_set(err, MT_EXIT_IO,
+					  "rank %d: NCCL %s did not complete within %.0f s: another rank died or hangs",
+					  n->d->rank, what, timeout);
+		}
+		nap(spins);
+		if (api.CommGetAsyncError(n->comm, &rc) != ncclSuccess)
+			rc = ncclInternalError;
+	}
+	return rc == ncclSuccess ? 0 : nccl_fail(n, rc, what, err);
+}
+
+int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err)
+{
+	struct mt_nccl *n;
+	ncclUniqueId id;
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclResult_t rc;
+	int v = 0;
+
+	*out = NULL;
+	if (d->tp != 1 || d->pp != 1)
+		return mt_err_set(err, MT_EXIT_USAGE, "NCCL communicators for tensor or pipeline parallelism are not supported yet");
+	if (load(err))
+		return -1;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	n->d = d;
+	api.GetVersion(&v);
+	snprintf(n->version, sizeof(n->version), "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+	memset(&id, 0, sizeof(id));
+	if (d->dp_rank == 0 && (rc = api.GetUniqueId(&id)) != ncclSuccess) {
+		nccl_fail(n, rc, "unique id", err);
+		free(n);
+		return -1;
+	}
+	if (d->ops->bcast(d, &id, sizeof(id), 0, "the NCCL unique id", err)) {
+		free(n);
+		return -1;
+	}
+	cfg.blocking = 0;
+	rc = api.CommInitRankConfig(&n->comm, d->dp, id, d->dp_rank, &cfg);
+	if (rc != ncclSuccess && rc != ncclInProgress) {
+		nccl_fail(n, rc, "initialization", err);
+		free(n);
+		return -1;
+	}
+	if (api.CommGetAsyncError(n->comm, &rc) != ncclSuccess)
+		rc = ncclInternalError;
+	if (settle(n, rc, "initialization", err)) {
+		mt_nccl_close(n, 1);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+/* ncclCommAbort first tells the communicator's kernels and threads to stop, then
+ * reclaims what the node's ranks share, which can wait for a rank that is gone: so it
+ * runs in a thread of its own that nobody waits for (the process is about to stop) */
+static void *abort_thread(void *arg)
+{
+	struct mt_nccl *n = arg;
+
+	api.CommAbort(n->comm);
+	free(n);
+	return NULL;
+}
+
+static void abort_detached(struct mt_nccl *n)
+{
+	pthread_t th;
+	pthread_attr_t at;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &at, abort_thread, n) != 0)
+		free(n); /* the communicator is left to the end of the process */
+	pthread_attr_destroy(&at);
+}
+
+void mt_nccl_close(struct mt_nccl *n, int abort)
+{
+	ncclResult_t rc;
+	double t0 = now();
+
+	if (!n)
+		return;
+	n->failed |= abort;
+	if (!n->failed) {
+		/* flush, with the deadline; a rank gone by now makes it an abort */
+		rc = api.CommFinalize(n->comm);
+		for (long spins = 0; rc == ncclInProgress; spins++) {
+			if (n->d->timeout > 0 && now() - t0 > n->d->timeout) {
+				n->failed = 1;
+				break;
+			}
+			nap(spins);
+			if (api.CommGetAsyncError(n->comm, &rc) != ncclSuccess)
+				rc = ncclInternalError;
+		}
+		if (rc != ncclSuccess)
+			n->failed = 1;
+	}
+	if (n->failed) {
+		abort_detached(n);
+		return;
+	}
+	api.CommDestroy(n->comm);
+	free(n);
+}
+
+const char *mt_nccl_version(const struct mt_nccl *n)
+{
+	return n->version;
+}
+
+static ncclDataType_t type(enum mt_nccl_type t)
+{
+	return t == MT_NCCL_BF16 ? ncclBfloat16 : t == MT_NCCL_F16 ? ncclFloat16 : ncclFloat32;
+}
+
+static size_t tsize(enum mt_nccl_type t)
+{
+	return t == MT_NCCL_F32 ? 4 : 2;
+}
+
+int mt_nccl_group_start(struct mt_nccl *n, struct mt_err *err)
+{
+	ncclResult_t rc = api.GroupStart();
+
+	return rc == ncclSuccess ? 0 : nccl_fail(n, rc, "group start", err);
+}
+
+int mt_nccl_group_end(struct mt_nccl *n, struct mt_err *err)
+{
+	return settle(n, api.GroupEnd(), "group launch", err);
+}
+
+int mt_nccl_allreduce(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		      struct mt_err *err)
+{
+	return settle(n, api.AllReduce(buf, buf, (size_t)count, type(t), ncclSum, n->comm, (cudaStream_t)stream),
+		      "all-reduce", err);
+}
+
+int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+			   struct mt_err *err)
+{
+	char *mine = (char *)buf + (size_t)n->d->dp_rank * (size_t)count * tsize(t);
+
+	return settle(n, api.ReduceScatter(buf, mine, (size_t)count, type(t), ncclSum, n->comm, (cudaStream_t)stream),
+		      "reduce-scatter", err);
+}
+
+int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		      struct mt_err *err)
+{
+	char *mine = (char *)buf + (size_t)n->d->dp_rank * (size_t)count * tsize(t);
+
+	return settle(n, api.AllGather(mine, buf, (size_t)count, type(t), n->comm, (cudaStream_t)stream), "all-gather",
+		      err);
+}
+
+int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step, struct mt_err *err)
+{
+	double t0 = now(), timeout = n->d->timeout;
+
+	for (long spins = 0;; spins++) {
+		cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+		ncclResult_t st;
+		if (e == cudaSuccess)
+			return 0;
+		if (e != cudaErrorNotReady) {
+			n->failed = 1;
+			return mt_err_set(err, MT_EXIT_IO, "rank %d: %s at step %lld: %s", n->d->rank, what, (long long)step,
+					  cudaGetErrorString(e));
+		}
+		if (api.CommGetAsyncError(n->comm, &st) != ncclSuccess)
+			st = ncclInternalError;
+		if (st != ncclSuccess && st != ncclInProgress) {
+			char msg[64];
+			snprintf(msg, sizeof(msg), "%s at step %lld", what, (long long)step);
+			return nccl_fail(n, st, msg, err);
+		}
+		if (timeout > 0 && now() - t0 > timeout) {
+			n->failed = 1;
+			return mt_err_set(err, MT_EXIT_IO,
+					  "rank %d: %s at step %lld did not complete within %.0f s: another rank died or hangs",
+					  n->d->rank, what, (long long)step, timeout);
+		}
+		nap(spins);
+	}
+}
+
+#else /* no CUDA or no NCCL header in this build */
+
+struct mt_nccl {
+	int unused;
+};
+
+int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err)
+{
+	(void)d;
+	*out = NULL;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no NCCL support (no CUDA, or no nccl.h where CUDA is): "
+			  "data parallelism on GPUs is not available");
+}
+void mt_nccl_close(struct mt_nccl *n, int abort) { (void)n, (void)abort; }
+const char *mt_nccl_version(const struct mt_nccl *n)
+{
+	(void)n;
+	return "none";
+}
+int mt_nccl_group_start(struct mt_nccl *n, struct mt_err *err)
+{
+	(void)n;
+	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
+}
+int mt_nccl_group_end(struct mt_nccl *n, struct mt_err *err)
+{
+	(void)n;
+	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
+}
+int mt_nccl_allreduce(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		      struct mt_err *err)
+{
+	(void)n, (void)buf, (void)count, (void)t, (void)stream;
+	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
+}
+int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+			   struct mt_err *err)
+{
+	(void)n, (void)buf, (void)count, (void)t, (void)stream;
+	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
+}
+int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		      struct mt_err *err)
+{
+	(void)n, (void)buf, (void)count, (void)t, (void)stream;
+	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
+}
+int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step, struct mt_err *err)
+{
+	(void)n, (void)event, (void)what, (void)step;
+	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
+}
+
+#endif

@@ -1,0 +1,55 @@
+/* ncclcomm.h: an NCCL communicator over the data-parallel ranks of dist.h, for a backend
+ * that keeps its buffers on GPUs, and the few collectives it launches, each waited for
+ * against a deadline.
+ *
+ * NCCL is loaded when the first communicator is made (dlopen of libnccl.so.2, or the
+ * file MT_NCCL_LIBRARY names), so every tool runs where NCCL is not installed and one
+ * GPU never needs it. Rank 0 makes the unique id and mt_dist_bcast sends it; the
+ * communicator is nonblocking (NCCL's config.blocking = 0), so its initialization and
+ * every later wait are polled: ncclCommGetAsyncError and the completion of a CUDA event,
+ * until the deadline (dist.h's timeout), after which the error names this rank, what
+ * was waited for and the step, and closing the communicator aborts it (ncclCommAbort).
+ * Collectives are only enqueued here, on the caller's stream; what to reduce, when, and
+ * in which buffers is the backend's business. Not thread-safe. */
+#ifndef MT_NCCLCOMM_H
+#define MT_NCCLCOMM_H
+
+#include <stdint.h>
+
+#include "dist.h"
+#include "err.h"
+
+struct mt_nccl;
+
+/* element types of the collectives (kernels/cuda_err.h's enum mt_dtype values) */
+enum mt_nccl_type { MT_NCCL_F32 = 0, MT_NCCL_BF16 = 1, MT_NCCL_F16 = 2 };
+
+/* The communicator of d's data-parallel ranks (tp = pp = 1: the world) on the current
+ * CUDA device; every rank calls it. */
+int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err);
+/* Destroys the communicator (every rank calls it), or after a failure here or when
+ * `abort`, aborts it: ncclCommAbort in a detached thread, not waited for, since with a
+ * rank gone NCCL's abort can wait for it (the caller is about to stop the process). */
+void mt_nccl_close(struct mt_nccl *n, int abort);
+/* "NCCL 2.28.3" */
+const char *mt_nccl_version(const struct mt_nccl *n);
+
+/* Calls between group_start and group_end are launched together. */
+int mt_nccl_group_start(struct mt_nccl *n, struct mt_err *err);
+int mt_nccl_group_end(struct mt_nccl *n, struct mt_err *err);
+/* In place, summed: buf[count] on every rank. */
+int mt_nccl_allreduce(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		      struct mt_err *err);
+/* In place, summed: rank r gets the sum of buf[r * count, (r + 1) * count). */
+int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+			   struct mt_err *err);
+/* In place: rank r's buf[r * count, (r + 1) * count) reaches every rank. */
+int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		      struct mt_err *err);
+/* Wait for a CUDA event recorded after the collectives (cudaEvent_t), polling NCCL's
+ * asynchronous error, up to the timeout; on an error or the deadline the communicator
+ * is aborted and -1 returned: "rank R: WHAT at step S did not complete within T s:
+ * another rank died or hangs". */
+int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step, struct mt_err *err);
+
+#endif
