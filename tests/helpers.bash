@@ -22,3 +22,17 @@ need_gpu() {
 cpu_only() {
 	export CUDA_VISIBLE_DEVICES=
 }
+
+# The checkpoint-hash helper (tests/helpers/ckpt-hash.c, built by make test), wrapped so
+# that a failure (not built, unreadable checkpoint) prints a value no other call prints:
+# then [ "$(ckpt-hash A)" = "$(ckpt-hash B)" ] cannot pass by comparing two empty strings.
+ckpt-hash() {
+	local h
+	if h=$(command ckpt-hash "$@") && [ -n "$h" ]; then
+		printf '%s\n' "$h"
+		return 0
+	fi
+	echo "ckpt-hash $* failed (is build/tests/ckpt-hash built? make test builds it)" >&2
+	printf 'ckpt-hash-failed-%s-%s\n' "$BASHPID" "$RANDOM"
+	return 1
+}
