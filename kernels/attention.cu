@@ -621,27 +621,566 @@ static int bwd_reg(void *dqkv, const void *dy, const void *y, const float *lse, 
 	return 0;
 }
 
+
+// ---- head size 64: mma.sync and ldmatrix with 32-row warp tiles ----
+//
+// The WMMA kernels above give each warp 16 rows, so every fragment read from shared
+// memory feeds one product and each score block is a short chain of dependent products:
+// latency-bound at about an eighth of the tensor cores' rate. Here each warp of the
+// forward and the query-gradient kernel owns 32 query rows (blocks of 128 queries), so
+// one key or value fragment feeds two products and there are twice the independent
+// accumulators; the key/value-gradient kernel keeps 16 key rows a warp (its dK and dV
+// accumulators would not fit twice) and takes its queries 32 at a time. Products are
+// PTX m16n8k16 (fp32 accumulation), operands come from shared memory by ldmatrix. In
+// the accumulator of an m16n8k16 product a thread holds row lane/4 (elements 0, 1) and
+// row lane/4 + 8 (2, 3), columns 2 * (lane % 4) and the next; the A operand's registers
+// 0-3 hold (row, k) = (lane/4, 2(lane%4)), (+8, same), (same, +8), (+8, +8), so two
+// accumulators of adjacent column blocks become one A operand, as in the WMMA kernels.
+// Every reduction is in a fixed order and the gradients need no atomics: the same bits
+// on every run.
+
+#define FA_THREADS 128
+
+__device__ __forceinline__ void ldsm4(unsigned *r, const void *p)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm4t(unsigned *r, const void *p)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+template <typename T> __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1);
+template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<__half>(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned bits16(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ unsigned bits16(__half x) { return __half_as_ushort(x); }
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi)
+{
+	return bits16(from_f<T>(lo)) | (bits16(from_f<T>(hi)) << 16);
+}
+
+// A operand (16 rows x 16 columns at p, row stride ld) or, the same addresses, the
+// transposed B operand of two 8-column blocks (rows of p are the k index)
+template <typename T> __device__ __forceinline__ const T *at_a(const T *p, int ld, int lane)
+{
+	return p + (lane % 16) * ld + (lane / 16) * 8;
+}
+// B operand of two 8-column blocks from 16 rows of p that are the n index (k along a row):
+// registers 0, 1 for rows 0-7 and 2, 3 for rows 8-15
+template <typename T> __device__ __forceinline__ const T *at_b(const T *p, int ld, int lane)
+{
+	return p + ((lane / 16) * 8 + lane % 8) * ld + ((lane / 8) % 2) * 8;
+}
+
+// R rows [r0, r0 + R) of a strided matrix (HD columns) into [R][HD + 8] by cp.async;
+// rows past nrows zeroed
+template <typename T, int HD, int R>
+__device__ __forceinline__ void fa_load(T *dst, const T *src, int64_t stride, int r0, int nrows)
+{
+	constexpr int LDT = HD + 8, VPR = HD / 8;
+	for (int v = threadIdx.x; v < R * VPR; v += FA_THREADS) {
+		int r = v / VPR, c = (v % VPR) * 8;
+		if (r0 + r < nrows)
+			cp16(dst + r * LDT + c, src + (int64_t)(r0 + r) * stride + c);
+		else
+			*(int4 *)(dst + r * LDT + c) = make_int4(0, 0, 0, 0);
+	}
+}
+
+// forward: a block of 128 queries, four warps of 32 rows, keys and values in tiles of 64
+// through two cp.async buffers (the second is the query tile's space once the queries
+// are in registers)
+template <typename T, int HD>
+__global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const T *qkv, geo g)
+{
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 128;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Qs = (T *)sm, *K0 = Qs + QT * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
+	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
+	int q0 = qt * QT, rbase = q0 + 32 * w, nt = min((q0 + QT) / KT, (g.T + KT - 1) / KT);
+	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	float sl2 = g.scale * LOG2E, m[2][2], l[2][2], o[2][HD / 8][4];
+	unsigned qf[2][NK][4];
+
+	fa_load<T, HD, QT>(Qs, base + qo, g.row, q0, g.T);
+	cp_commit();
+	fa_load<T, HD, KT>(K0, base + ko, g.row, 0, g.T);
+	fa_load<T, HD, KT>(V0, base + vo, g.row, 0, g.T);
+	cp_commit();
+	cp_wait<1>();
+	__syncthreads();
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+		for (int k = 0; k < NK; k++)
+			ldsm4(qf[mi][k], at_a(Qs + (32 * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++)
+			o[mi][n][0] = o[mi][n][1] = o[mi][n][2] = o[mi][n][3] = 0.0f;
+		m[mi][0] = m[mi][1] = -INFINITY;
+		l[mi][0] = l[mi][1] = 0.0f;
+	}
+	__syncthreads(); // the query tile's space becomes the second key/value buffer
+	for (int t = 0; t < nt; t++) {
+		const T *Kt = (t & 1) ? K1 : K0, *Vt = (t & 1) ? V1 : V0;
+		int j0 = t * KT;
+
+		if (t + 1 < nt) {
+			fa_load<T, HD, KT>((t & 1) ? K0 : K1, base + ko, g.row, j0 + KT, g.T);
+			fa_load<T, HD, KT>((t & 1) ? V0 : V1, base + vo, g.row, j0 + KT, g.T);
+		}
+		cp_commit();
+		cp_wait<1>();
+		__syncthreads();
+		if (j0 <= rbase + 31) { // else every key of the tile is after this warp's rows
+			float s[2][KT / 8][4], mx[2][2], corr[2][2];
+			bool diag = j0 + KT - 1 > rbase || j0 + KT > g.T;
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+				for (int n = 0; n < KT / 8; n++)
+					s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.0f;
+#pragma unroll
+			for (int k = 0; k < NK; k++)
+#pragma unroll
+				for (int n = 0; n < KT / 16; n++) {
+					unsigned kb[4];
+					ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
+#pragma unroll
+					for (int mi = 0; mi < 2; mi++) {
+						mma16816<T>(s[mi][2 * n], qf[mi][k], kb[0], kb[1]);
+						mma16816<T>(s[mi][2 * n + 1], qf[mi][k], kb[2], kb[3]);
+					}
+				}
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++) {
+				mx[mi][0] = mx[mi][1] = -INFINITY;
+#pragma unroll
+				for (int n = 0; n < KT / 8; n++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						int i = rbase + 16 * mi + gr + 8 * (e >> 1), j = j0 + 8 * n + tc + (e & 1);
+						float v = s[mi][n][e] * sl2;
+						if (diag && (j > i || j >= g.T))
+							v = -INFINITY;
+						s[mi][n][e] = v;
+						mx[mi][e >> 1] = fmaxf(mx[mi][e >> 1], v);
+					}
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					float mn;
+					mx[mi][h] = fmaxf(mx[mi][h], __shfl_xor_sync(0xffffffffu, mx[mi][h], 1));
+					mx[mi][h] = fmaxf(mx[mi][h], __shfl_xor_sync(0xffffffffu, mx[mi][h], 2));
+					mn = fmaxf(m[mi][h], mx[mi][h]);
+					corr[mi][h] = exp2f(m[mi][h] - mn);
+					m[mi][h] = mn;
+					l[mi][h] *= corr[mi][h];
+				}
+#pragma unroll
+				for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						o[mi][n][e] *= corr[mi][e >> 1];
+			}
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				unsigned pf[2][4];
+#pragma unroll
+				for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+					for (int r = 0; r < 4; r++) {
+						// register r: keys block 2kk + r/2, row half r%2
+						const float *sv = s[mi][2 * kk + r / 2] + 2 * (r % 2);
+						T p0 = from_f<T>(exp2f(sv[0] - m[mi][r % 2])), p1 = from_f<T>(exp2f(sv[1] - m[mi][r % 2]));
+						l[mi][r % 2] += to_f(p0) + to_f(p1); // the sum of what P.V multiplies
+						pf[mi][r] = bits16(p0) | (bits16(p1) << 16);
+					}
+#pragma unroll
+				for (int n = 0; n < HD / 16; n++) {
+					unsigned vb[4];
+					ldsm4t(vb, at_a(Vt + 16 * kk * LDT + 16 * n, LDT, lane));
+#pragma unroll
+					for (int mi = 0; mi < 2; mi++) {
+						mma16816<T>(o[mi][2 * n], pf[mi], vb[0], vb[1]);
+						mma16816<T>(o[mi][2 * n + 1], pf[mi], vb[2], vb[3]);
+					}
+				}
+			}
+		}
+		__syncthreads(); // the buffer read here is the one the next step loads into
+	}
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int i = rbase + 16 * mi + gr + 8 * h;
+			float inv;
+			l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 1);
+			l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 2);
+			inv = 1.0f / l[mi][h];
+			if (i >= g.T)
+				continue;
+			T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+				*(unsigned *)(yr + 8 * n + tc) = pack2<T>(o[mi][n][2 * h] * inv, o[mi][n][2 * h + 1] * inv);
+			if (lane % 4 == 0)
+				lse[((int64_t)b * g.np + hh) * g.T + i] = (m[mi][h] + log2f(l[mi][h])) * (1.0f / LOG2E);
+		}
+}
+
+// query gradients: a block of 128 queries, four warps of 32 rows, keys and values
+// streamed as in the forward; writes D = sum(dy * y) of each row for the next kernel
+template <typename T, int HD>
+__global__ void __launch_bounds__(FA_THREADS, 2) fa_bwd_dq(T *dqkv, float *Dsum, const T *dy, const T *y,
+							   const float *lse, const T *qkv, geo g)
+{
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 128;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Qs = (T *)sm, *dOs = Qs + QT * LDT, *K0 = dOs + QT * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
+	float *Ls = (float *)(V0 + KT * LDT), *Ds = Ls + QT;
+	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
+	int q0 = qt * QT, rbase = q0 + 32 * w, nt = min((q0 + QT) / KT, (g.T + KT - 1) / KT);
+	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	const T *dyb = dy + (int64_t)b * g.T * g.np * HD + hh * HD;
+	float sl2 = g.scale * LOG2E, Lr[2][2], Dr[2][2], dq[2][HD / 8][4];
+	unsigned qf[2][NK][4], df[2][NK][4];
+
+	fa_load<T, HD, QT>(Qs, base + qo, g.row, q0, g.T);
+	fa_load<T, HD, QT>(dOs, dyb, (int64_t)g.np * HD, q0, g.T);
+	cp_commit();
+	fa_load<T, HD, KT>(K0, base + ko, g.row, 0, g.T);
+	fa_load<T, HD, KT>(V0, base + vo, g.row, 0, g.T);
+	cp_commit();
+	cp_wait<1>();
+	__syncthreads();
+	{
+		int r = threadIdx.x, i = q0 + r; // one row a thread
+		float D = 0.0f;
+		if (i < g.T) {
+			const T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
+#pragma unroll
+			for (int c = 0; c < HD; c += 8) {
+				int4 a = *(const int4 *)(dOs + r * LDT + c), v = *(const int4 *)(yr + c);
+				const T *ae = (const T *)&a, *ve = (const T *)&v;
+#pragma unroll
+				for (int e = 0; e < 8; e++)
+					D += to_f(ae[e]) * to_f(ve[e]);
+			}
+			Dsum[((int64_t)b * g.np + hh) * g.T + i] = D;
+		}
+		Ds[r] = D;
+		Ls[r] = i < g.T ? lse[((int64_t)b * g.np + hh) * g.T + i] * LOG2E : 0.0f;
+	}
+	__syncthreads();
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+		for (int k = 0; k < NK; k++) {
+			ldsm4(qf[mi][k], at_a(Qs + (32 * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+			ldsm4(df[mi][k], at_a(dOs + (32 * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+		}
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++)
+			dq[mi][n][0] = dq[mi][n][1] = dq[mi][n][2] = dq[mi][n][3] = 0.0f;
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			Lr[mi][h] = Ls[32 * w + 16 * mi + gr + 8 * h];
+			Dr[mi][h] = Ds[32 * w + 16 * mi + gr + 8 * h];
+		}
+	}
+	__syncthreads(); // the query tile's space becomes the second key/value buffer
+	for (int t = 0; t < nt; t++) {
+		const T *Kt = (t & 1) ? K1 : K0, *Vt = (t & 1) ? V1 : V0;
+		int j0 = t * KT;
+
+		if (t + 1 < nt) {
+			fa_load<T, HD, KT>((t & 1) ? K0 : K1, base + ko, g.row, j0 + KT, g.T);
+			fa_load<T, HD, KT>((t & 1) ? V0 : V1, base + vo, g.row, j0 + KT, g.T);
+		}
+		cp_commit();
+		cp_wait<1>();
+		__syncthreads();
+		if (j0 <= rbase + 31) {
+			bool diag = j0 + KT - 1 > rbase || j0 + KT > g.T || rbase + 32 > g.T;
+#pragma unroll
+			for (int n = 0; n < KT / 16; n++) { // 16 keys at a time
+				float s[2][2][4], dp[2][2][4];
+				unsigned ds[2][4];
+				if (j0 + 16 * n > rbase + 31)
+					break;
+#pragma unroll
+				for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+					for (int h = 0; h < 2; h++)
+#pragma unroll
+						for (int e = 0; e < 4; e++)
+							s[mi][h][e] = dp[mi][h][e] = 0.0f;
+#pragma unroll
+				for (int k = 0; k < NK; k++) {
+					unsigned kb[4], vb[4];
+					ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
+					ldsm4(vb, at_b(Vt + 16 * n * LDT + 16 * k, LDT, lane));
+#pragma unroll
+					for (int mi = 0; mi < 2; mi++) {
+						mma16816<T>(s[mi][0], qf[mi][k], kb[0], kb[1]);
+						mma16816<T>(s[mi][1], qf[mi][k], kb[2], kb[3]);
+						mma16816<T>(dp[mi][0], df[mi][k], vb[0], vb[1]);
+						mma16816<T>(dp[mi][1], df[mi][k], vb[2], vb[3]);
+					}
+				}
+#pragma unroll
+				for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+					for (int r = 0; r < 4; r++) {
+						int hb = r / 2, h = r % 2, i = rbase + 16 * mi + gr + 8 * h, j = j0 + 16 * n + 8 * hb + tc;
+						float v[2];
+#pragma unroll
+						for (int e = 0; e < 2; e++) {
+							float p = exp2f(s[mi][hb][2 * h + e] * sl2 - Lr[mi][h]);
+							if (diag && (j + e > i || j + e >= g.T || i >= g.T))
+								p = 0.0f;
+							v[e] = p * (dp[mi][hb][2 * h + e] - Dr[mi][h]);
+						}
+						ds[mi][r] = pack2<T>(v[0], v[1]);
+					}
+				// these 16 keys' share of dQ
+#pragma unroll
+				for (int c = 0; c < HD / 16; c++) {
+					unsigned kb[4];
+					ldsm4t(kb, at_a(Kt + 16 * n * LDT + 16 * c, LDT, lane));
+#pragma unroll
+					for (int mi = 0; mi < 2; mi++) {
+						mma16816<T>(dq[mi][2 * c], ds[mi], kb[0], kb[1]);
+						mma16816<T>(dq[mi][2 * c + 1], ds[mi], kb[2], kb[3]);
+					}
+				}
+			}
+		}
+		__syncthreads(); // the buffer read here is the one the next step loads into
+	}
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int i = rbase + 16 * mi + gr + 8 * h;
+			if (i >= g.T)
+				continue;
+			T *dr = dqkv + ((int64_t)b * g.T + i) * g.row + qo;
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+				*(unsigned *)(dr + 8 * n + tc) = pack2<T>(dq[mi][n][2 * h] * g.scale, dq[mi][n][2 * h + 1] * g.scale);
+		}
+}
+
+// key and value gradients: a block of 64 keys, four warps of 16 key rows, the query
+// tiles of the group's heads (queries, output gradients, lse, D) streamed through two
+// cp.async buffers, 32 queries at a time; S and dP are computed transposed (keys as
+// rows) so that P^T and dS^T are A operands of the dV and dK products straight away
+template <typename T, int HD>
+__global__ void __launch_bounds__(FA_THREADS, 3) fa_bwd_dkv(T *dqkv, const float *Dsum, const T *dy,
+							    const float *lse, const T *qkv, geo g)
+{
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64;
+	extern __shared__ __align__(128) unsigned char sm[];
+	T *Ks = (T *)sm, *Vs = Ks + KT * LDT, *Q0 = Vs + KT * LDT, *O0 = Q0 + QT * LDT, *Q1 = Ks, *O1 = Vs;
+	float *LD = (float *)(O0 + QT * LDT); // [2 buffers][lse, D][64]
+	int kt = blockIdx.x, b = blockIdx.z, grp = blockIdx.y;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
+	int k0 = kt * KT, kr = k0 + 16 * w, tiles = (g.T + QT - 1) / QT, nq = tiles - kt, nt = nq * g.per;
+	int ko = k_off(g, grp, HD), vo = ko + HD;
+	const T *base = qkv + (int64_t)b * g.T * g.row;
+	float sl2 = g.scale * LOG2E, dk[HD / 8][4], dv[HD / 8][4];
+	unsigned kf[NK][4], vf[NK][4];
+
+	// query tile t: head grp * per + t / nq, rows k0 + (t % nq) * 64
+	auto load = [&](int t, int buf) {
+		int hh = grp * g.per + t / nq, i0 = k0 + (t % nq) * QT;
+		float *Lb = LD + buf * 2 * QT;
+		fa_load<T, HD, QT>(buf ? Q1 : Q0, base + q_off(g, hh, HD), g.row, i0, g.T);
+		fa_load<T, HD, QT>(buf ? O1 : O0, dy + (int64_t)b * g.T * g.np * HD + hh * HD, (int64_t)g.np * HD, i0, g.T);
+		for (int c = threadIdx.x; c < QT; c += FA_THREADS) {
+			int64_t at = ((int64_t)b * g.np + hh) * g.T + i0 + c;
+			if (i0 + c < g.T) {
+				cp4(Lb + c, lse + at);
+				cp4(Lb + QT + c, Dsum + at);
+			} else {
+				Lb[c] = 0;
+				Lb[QT + c] = 0;
+			}
+		}
+	};
+
+	fa_load<T, HD, KT>(Ks, base + ko, g.row, k0, g.T);
+	fa_load<T, HD, KT>(Vs, base + vo, g.row, k0, g.T);
+	cp_commit();
+	load(0, 0);
+	cp_commit();
+	cp_wait<1>();
+	__syncthreads();
+#pragma unroll
+	for (int k = 0; k < NK; k++) {
+		ldsm4(kf[k], at_a(Ks + 16 * w * LDT + 16 * k, LDT, lane));
+		ldsm4(vf[k], at_a(Vs + 16 * w * LDT + 16 * k, LDT, lane));
+	}
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			dk[n][e] = dv[n][e] = 0.0f;
+	__syncthreads(); // the key/value tile's space becomes the second query buffer
+	for (int t = 0; t < nt; t++) {
+		const T *Qt = (t & 1) ? Q1 : Q0, *Ot = (t & 1) ? O1 : O0;
+		const float *Lt = LD + (t & 1) * 2 * QT, *Dt = Lt + QT;
+		int i0 = k0 + (t % nq) * QT;
+		bool diag = i0 < kr + 15 || i0 + QT > g.T || kr + 16 > g.T;
+
+		if (t + 1 < nt)
+			load(t + 1, (t + 1) & 1);
+		cp_commit();
+		cp_wait<1>();
+		__syncthreads();
+#pragma unroll
+		for (int n2 = 0; n2 < QT / 32; n2++) { // 32 queries at a time
+			float s[2][2][4], dp[2][2][4]; // [16-query block][8-query half][element]
+			unsigned pt[2][4], dst[2][4];
+			if (i0 + 32 * n2 + 31 < kr) // every query before this warp's keys
+				continue;
+#pragma unroll
+			for (int q = 0; q < 2; q++)
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						s[q][h][e] = dp[q][h][e] = 0.0f;
+#pragma unroll
+			for (int k = 0; k < NK; k++)
+#pragma unroll
+				for (int q = 0; q < 2; q++) {
+					unsigned qb[4], ob[4];
+					ldsm4(qb, at_b(Qt + (32 * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
+					ldsm4(ob, at_b(Ot + (32 * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
+					mma16816<T>(s[q][0], kf[k], qb[0], qb[1]);
+					mma16816<T>(s[q][1], kf[k], qb[2], qb[3]);
+					mma16816<T>(dp[q][0], vf[k], ob[0], ob[1]);
+					mma16816<T>(dp[q][1], vf[k], ob[2], ob[3]);
+				}
+#pragma unroll
+			for (int q = 0; q < 2; q++)
+#pragma unroll
+				for (int r = 0; r < 4; r++) {
+					int hb = r / 2, h = r % 2, j = kr + gr + 8 * h, c = 32 * n2 + 16 * q + 8 * hb + tc;
+					float pv[2], dv_[2];
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						int i = i0 + c + e;
+						float p = exp2f(s[q][hb][2 * h + e] * sl2 - Lt[c + e] * LOG2E);
+						if (diag && (i < j || i >= g.T || j >= g.T))
+							p = 0.0f;
+						pv[e] = p;
+						dv_[e] = p * (dp[q][hb][2 * h + e] - Dt[c + e]);
+					}
+					pt[q][r] = pack2<T>(pv[0], pv[1]);
+					dst[q][r] = pack2<T>(dv_[0], dv_[1]);
+				}
+			// these 32 queries' share of dV and dK
+#pragma unroll
+			for (int q = 0; q < 2; q++)
+#pragma unroll
+				for (int c = 0; c < HD / 16; c++) {
+					unsigned ob[4], qb[4];
+					ldsm4t(ob, at_a(Ot + (32 * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
+					ldsm4t(qb, at_a(Qt + (32 * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
+					mma16816<T>(dv[2 * c], pt[q], ob[0], ob[1]);
+					mma16816<T>(dv[2 * c + 1], pt[q], ob[2], ob[3]);
+					mma16816<T>(dk[2 * c], dst[q], qb[0], qb[1]);
+					mma16816<T>(dk[2 * c + 1], dst[q], qb[2], qb[3]);
+				}
+		}
+		__syncthreads(); // the buffer read here is the one the next step loads into
+	}
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int j = kr + gr + 8 * h;
+		if (j >= g.T)
+			continue;
+		T *kr_ = dqkv + ((int64_t)b * g.T + j) * g.row + ko, *vr = kr_ + HD;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			*(unsigned *)(kr_ + 8 * n + tc) = pack2<T>(dk[n][2 * h] * g.scale, dk[n][2 * h + 1] * g.scale);
+			*(unsigned *)(vr + 8 * n + tc) = pack2<T>(dv[n][2 * h], dv[n][2 * h + 1]);
+		}
+	}
+}
+
+template <typename T, int HD>
+static int fa_fwd_launch(void *y, float *lse, const void *qkv, int B, geo g)
+{
+	size_t sm = (size_t)256 * (HD + 8) * sizeof(T);
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	fa_fwd<T, HD><<<dim3((unsigned)((g.T + 127) / 128), (unsigned)g.np, (unsigned)B), FA_THREADS, sm>>>(
+		(T *)y, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
+template <typename T, int HD>
+static int fa_bwd_launch(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B, geo g,
+			 float *scratch)
+{
+	size_t smq = (size_t)384 * (HD + 8) * sizeof(T) + 2 * 128 * 4, smk = (size_t)256 * (HD + 8) * sizeof(T) + 4 * 64 * 4;
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smq));
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_bwd_dkv<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smk));
+	fa_bwd_dq<T, HD><<<dim3((unsigned)((g.T + 127) / 128), (unsigned)g.np, (unsigned)B), FA_THREADS, smq>>>(
+		(T *)dqkv, scratch, (const T *)dy, (const T *)y, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	fa_bwd_dkv<T, HD><<<dim3((unsigned)((g.T + 63) / 64), (unsigned)g.ng, (unsigned)B), FA_THREADS, smk>>>(
+		(T *)dqkv, scratch, (const T *)dy, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
 // the tensor-core path where it applies: 16-bit types, head size 64 or 128
 template <typename T> static int try_fwd_tc(void *, float *, const void *, int, geo, int) { return 1; }
 template <typename T> static int try_bwd_tc(void *, const void *, const void *, const float *, const void *, int, geo, float *, int) { return 1; }
 template <> int try_fwd_tc<__nv_bfloat16>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
-	return hd == 64 ? fwd_reg<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
+	return hd == 64 ? fa_fwd_launch<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
 }
 template <> int try_fwd_tc<__half>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
-	return hd == 64 ? fwd_reg<__half, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__half, 128>(y, lse, qkv, B, g) : 1;
+	return hd == 64 ? fa_fwd_launch<__half, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__half, 128>(y, lse, qkv, B, g) : 1;
 }
 template <> int try_bwd_tc<__nv_bfloat16>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 					  geo g, float *scratch, int hd)
 {
-	return hd == 64 ? bwd_reg<__nv_bfloat16, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
+	return hd == 64 ? fa_bwd_launch<__nv_bfloat16, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
 	       : hd == 128 ? bwd_reg<__nv_bfloat16, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
 }
 template <> int try_bwd_tc<__half>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 				   geo g, float *scratch, int hd)
 {
-	return hd == 64 ? bwd_reg<__half, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
+	return hd == 64 ? fa_bwd_launch<__half, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
 	       : hd == 128 ? bwd_reg<__half, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
 }
 

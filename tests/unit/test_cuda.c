@@ -885,11 +885,14 @@ int main(void)
 		test_attention(dt, 1, 130, 4, 2, 64);
 		test_attention(dt, 1, 40, 2, 1, 128);
 		test_attention(dt, 2, 300, 6, 2, 64);
+		test_attention(dt, 1, 256, 4, 2, 64);  /* whole 128-query blocks */
+		test_attention(dt, 1, 1000, 2, 2, 64); /* many key tiles, a ragged last block */
 		test_attention(dt, 1, 200, 4, 2, 128); /* several tiles, GQA, head size 128 */
 	}
 	/* fp16 attention (the tensor-core kernels at head sizes 64 and 128, CUDA cores below) */
 	test_attention(MT_F16, 2, 70, 4, 4, 16);
 	test_attention(MT_F16, 2, 300, 6, 2, 64);
+	test_attention(MT_F16, 1, 1000, 2, 2, 64);
 	test_attention(MT_F16, 1, 200, 4, 2, 128);
 	test_adamw();
 	test_classifier_score_refuses();
