@@ -198,6 +198,37 @@ static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
 			ref[o * IN + i] = s;
 		}
 	CHECK(dW.h, ref, O * IN, MT_F32, dt == MT_F32 ? "linear bwd weight (accumulated)" : "linear bwd weight from bf16");
+	/* weight and bias gradients in one product (the bias in cuBLASLt's epilogue), both += */
+	{
+		struct buf db = mk(MT_F32, O, 1);
+		double *rdb = malloc((size_t)O * 8);
+		float *scr;
+		int rc;
+
+		for (int64_t o = 0; o < O; o++) {
+			rdb[o] = db.h[o];
+			for (int64_t n = 0; n < N; n++)
+				rdb[o] += dy.h[n * O + o];
+		}
+		for (int64_t k = 0; k < O * IN; k++)
+			ref[k] = dW.h[k];
+		for (int64_t o = 0; o < O; o++)
+			for (int64_t i = 0; i < IN; i++)
+				for (int64_t n = 0; n < N; n++)
+					ref[o * IN + i] += (double)dy.h[n * O + o] * x.h[n * IN + i];
+		cudaMalloc((void **)&scr, (size_t)O * 4);
+		cudaMemset(scr, 0xff, (size_t)O * 4);
+		rc = mt_linear_bwd_wb(lt, dt, dW.d, db.d, dy.d, x.d, N, IN, O, scr);
+		ok(rc >= 0, "linear bwd weight+bias runs (%s)", rc ? "no BGRADB algorithm: the caller falls back" : "BGRADB");
+		if (rc == 0) {
+			fetch(&dW), fetch(&db);
+			CHECK(dW.h, ref, O * IN, MT_F32, "linear bwd weight+bias: weight (accumulated)");
+			CHECK(db.h, rdb, O, MT_F32, "linear bwd weight+bias: bias (accumulated)");
+		}
+		cudaFree(scr);
+		drop(&db);
+		free(rdb);
+	}
 	drop(&x), drop(&W), drop(&b), drop(&r), drop(&y), drop(&dy), drop(&dx), drop(&dW);
 	free(ref), free(dW0);
 }
