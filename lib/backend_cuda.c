@@ -87,7 +87,8 @@ struct cu {
 	float *h_loss;
 	float gclip;
 	int failed;
-	int fused_bgrad; /* bias gradients in the weight-gradient products (MT_CUDA_BGRAD=kernel: not) */
+	int fused_bgrad; /* bias gradients in the weight-gradient products (MT_CUDA_BGRAD=kernel: not;
+			  * MT_CUDA_NORM=twopass likewise keeps the norms' second pass, for comparison) */
 	/* fp16 loss scaling */
 	double scale;
 	int growth, hyst;
@@ -307,6 +308,8 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		   : s->o.loss_scale > 0 ? s->o.loss_scale : s->o.initial_loss_scale;
 	s->hyst = s->o.hysteresis;
 	s->fused_bgrad = !(getenv("MT_CUDA_BGRAD") && !strcmp(getenv("MT_CUDA_BGRAD"), "kernel"));
+	if (getenv("MT_CUDA_NORM") && !strcmp(getenv("MT_CUDA_NORM"), "twopass"))
+		mt_norm_fused = 0;
 	if (getenv("MT_CUDA_PROFILE") && atoi(getenv("MT_CUDA_PROFILE")) > 0) {
 		s->ev = calloc(PROF_MAX, sizeof(*s->ev));
 		s->evcat = calloc(PROF_MAX / 2, sizeof(int));

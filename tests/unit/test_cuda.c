@@ -233,9 +233,8 @@ static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
 	free(ref), free(dW0);
 }
 
-static void test_norm(enum mt_dtype dt, int rms, int64_t h)
+static void test_norm(enum mt_dtype dt, int rms, int64_t h, int64_t N)
 {
-	int64_t N = 70;
 	struct buf x = mk(dt, N * h, 2), w = mk(dt, h, 1), b = mk(dt, h, 1), y = out(dt, N * h), st = out(MT_F32, N * 2);
 	struct buf dy = mk(dt, N * h, 1), dx = mk(dt, N * h, 1), dw = mk(MT_F32, h, 1), db = mk(MT_F32, h, 1);
 	float *scr, *dx0 = malloc((size_t)(N * h) * 4), *dw0 = malloc((size_t)h * 4), *db0 = malloc((size_t)h * 4);
@@ -271,7 +270,7 @@ static void test_norm(enum mt_dtype dt, int rms, int64_t h)
 			dx0[n * h + i] = (float)(dx0[n * h + i] + rstd * (d - (rms ? 0 : sdy) - xh * sdyx));
 		}
 	}
-	snprintf(what, sizeof(what), "%s fwd h=%lld", rms ? "rmsnorm" : "layernorm", (long long)h);
+	snprintf(what, sizeof(what), "%s fwd h=%lld N=%lld%s", rms ? "rmsnorm" : "layernorm", (long long)h, (long long)N, mt_norm_fused ? "" : " (two passes)");
 	CHECK(y.h, ry, N * h, dt, what);
 	for (int64_t k = 0; k < N * h; k++)
 		ry[k] = dx0[k];
@@ -902,10 +901,15 @@ int main(void)
 	for (int d = 0; d < 2; d++) {
 		enum mt_dtype dt = d ? MT_BF16 : MT_F32;
 		test_matmul(dt, lt);
-		test_norm(dt, 0, 200); /* 16-byte loads */
-		test_norm(dt, 1, 200);
-		test_norm(dt, 0, 203); /* element loads */
-		test_norm(dt, 1, 203);
+		test_norm(dt, 0, 200, 70); /* 16-byte loads, parameter gradients in the same pass */
+		test_norm(dt, 1, 200, 70);
+		test_norm(dt, 0, 768, 3000); /* several rows a warp */
+		mt_norm_fused = 0;
+		test_norm(dt, 0, 200, 70); /* 16-byte loads, parameter gradients in a second pass */
+		test_norm(dt, 1, 768, 3000);
+		mt_norm_fused = 1;
+		test_norm(dt, 0, 203, 70); /* element loads */
+		test_norm(dt, 1, 203, 70);
 		test_act(dt);
 		test_rope_embed_classifier(dt);
 		test_classifier_wide(dt);
