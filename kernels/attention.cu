@@ -703,22 +703,23 @@ __device__ __forceinline__ void fa_load(T *dst, const T *src, int64_t stride, in
 	}
 }
 
-// forward: a block of 128 queries, four warps of 32 rows, keys and values in tiles of 64
-// through two cp.async buffers (the second is the query tile's space once the queries
-// are in registers)
-template <typename T, int HD>
+// forward: a block of 64 * MI queries, four warps; warp w owns the 16-row tiles at
+// 16 w + 64 mi (mi < MI), so in the diagonal key tiles every warp has the same work.
+// Keys and values come in tiles of 64 through two cp.async buffers (the second is the
+// query tile's space once the queries are in registers, at least 128 rows of it)
+template <typename T, int HD, int MI>
 __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const T *qkv, geo g)
 {
-	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 128;
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64 * MI, QR = QT > 2 * KT ? QT : 2 * KT;
 	extern __shared__ __align__(128) unsigned char sm[];
-	T *Qs = (T *)sm, *K0 = Qs + QT * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
+	T *Qs = (T *)sm, *K0 = Qs + QR * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
 	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
 	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
-	int q0 = qt * QT, rbase = q0 + 32 * w, nt = min((q0 + QT) / KT, (g.T + KT - 1) / KT);
+	int q0 = qt * QT, nt = min((q0 + QT) / KT, (g.T + KT - 1) / KT);
 	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
 	const T *base = qkv + (int64_t)b * g.T * g.row;
-	float sl2 = g.scale * LOG2E, m[2][2], l[2][2], o[2][HD / 8][4];
-	unsigned qf[2][NK][4];
+	float sl2 = g.scale * LOG2E, m[MI][2], l[MI][2], o[MI][HD / 8][4];
+	unsigned qf[MI][NK][4];
 
 	fa_load<T, HD, QT>(Qs, base + qo, g.row, q0, g.T);
 	cp_commit();
@@ -728,10 +729,10 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 	cp_wait<1>();
 	__syncthreads();
 #pragma unroll
-	for (int mi = 0; mi < 2; mi++) {
+	for (int mi = 0; mi < MI; mi++) {
 #pragma unroll
 		for (int k = 0; k < NK; k++)
-			ldsm4(qf[mi][k], at_a(Qs + (32 * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+			ldsm4(qf[mi][k], at_a(Qs + (16 * w + 64 * mi) * LDT + 16 * k, LDT, lane));
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++)
 			o[mi][n][0] = o[mi][n][1] = o[mi][n][2] = o[mi][n][3] = 0.0f;
@@ -742,6 +743,7 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 	for (int t = 0; t < nt; t++) {
 		const T *Kt = (t & 1) ? K1 : K0, *Vt = (t & 1) ? V1 : V0;
 		int j0 = t * KT;
+		bool act[MI]; // whether some key of the tile is not after the rows of tile mi
 
 		if (t + 1 < nt) {
 			fa_load<T, HD, KT>((t & 1) ? K0 : K1, base + ko, g.row, j0 + KT, g.T);
@@ -750,11 +752,13 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 		cp_commit();
 		cp_wait<1>();
 		__syncthreads();
-		if (j0 <= rbase + 31) { // else every key of the tile is after this warp's rows
-			float s[2][KT / 8][4], mx[2][2], corr[2][2];
-			bool diag = j0 + KT - 1 > rbase || j0 + KT > g.T;
 #pragma unroll
-			for (int mi = 0; mi < 2; mi++)
+		for (int mi = 0; mi < MI; mi++)
+			act[mi] = j0 <= q0 + 16 * w + 64 * mi + 15;
+		if (act[MI - 1]) { // (the last tile's rows are the latest)
+			float s[MI][KT / 8][4], mx[MI][2], corr[MI][2];
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
 #pragma unroll
 				for (int n = 0; n < KT / 8; n++)
 					s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.0f;
@@ -765,19 +769,24 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 					unsigned kb[4];
 					ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
 #pragma unroll
-					for (int mi = 0; mi < 2; mi++) {
-						mma16816<T>(s[mi][2 * n], qf[mi][k], kb[0], kb[1]);
-						mma16816<T>(s[mi][2 * n + 1], qf[mi][k], kb[2], kb[3]);
-					}
+					for (int mi = 0; mi < MI; mi++)
+						if (act[mi]) {
+							mma16816<T>(s[mi][2 * n], qf[mi][k], kb[0], kb[1]);
+							mma16816<T>(s[mi][2 * n + 1], qf[mi][k], kb[2], kb[3]);
+						}
 				}
 #pragma unroll
-			for (int mi = 0; mi < 2; mi++) {
+			for (int mi = 0; mi < MI; mi++) {
+				int r0 = q0 + 16 * w + 64 * mi;
+				bool diag = j0 + KT - 1 > r0 || j0 + KT > g.T;
+				if (!act[mi])
+					continue;
 				mx[mi][0] = mx[mi][1] = -INFINITY;
 #pragma unroll
 				for (int n = 0; n < KT / 8; n++)
 #pragma unroll
 					for (int e = 0; e < 4; e++) {
-						int i = rbase + 16 * mi + gr + 8 * (e >> 1), j = j0 + 8 * n + tc + (e & 1);
+						int i = r0 + gr + 8 * (e >> 1), j = j0 + 8 * n + tc + (e & 1);
 						float v = s[mi][n][e] * sl2;
 						if (diag && (j > i || j >= g.T))
 							v = -INFINITY;
@@ -802,36 +811,40 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 			}
 #pragma unroll
 			for (int kk = 0; kk < KT / 16; kk++) {
-				unsigned pf[2][4];
+				unsigned pf[MI][4];
 #pragma unroll
-				for (int mi = 0; mi < 2; mi++)
+				for (int mi = 0; mi < MI; mi++)
 #pragma unroll
 					for (int r = 0; r < 4; r++) {
 						// register r: keys block 2kk + r/2, row half r%2
 						const float *sv = s[mi][2 * kk + r / 2] + 2 * (r % 2);
-						T p0 = from_f<T>(exp2f(sv[0] - m[mi][r % 2])), p1 = from_f<T>(exp2f(sv[1] - m[mi][r % 2]));
-						l[mi][r % 2] += to_f(p0) + to_f(p1); // the sum of what P.V multiplies
-						pf[mi][r] = bits16(p0) | (bits16(p1) << 16);
+						if (act[mi]) {
+							T p0 = from_f<T>(exp2f(sv[0] - m[mi][r % 2]));
+							T p1 = from_f<T>(exp2f(sv[1] - m[mi][r % 2]));
+							l[mi][r % 2] += to_f(p0) + to_f(p1); // the sum of what P.V multiplies
+							pf[mi][r] = bits16(p0) | (bits16(p1) << 16);
+						}
 					}
 #pragma unroll
 				for (int n = 0; n < HD / 16; n++) {
 					unsigned vb[4];
 					ldsm4t(vb, at_a(Vt + 16 * kk * LDT + 16 * n, LDT, lane));
 #pragma unroll
-					for (int mi = 0; mi < 2; mi++) {
-						mma16816<T>(o[mi][2 * n], pf[mi], vb[0], vb[1]);
-						mma16816<T>(o[mi][2 * n + 1], pf[mi], vb[2], vb[3]);
-					}
+					for (int mi = 0; mi < MI; mi++)
+						if (act[mi]) {
+							mma16816<T>(o[mi][2 * n], pf[mi], vb[0], vb[1]);
+							mma16816<T>(o[mi][2 * n + 1], pf[mi], vb[2], vb[3]);
+						}
 				}
 			}
 		}
 		__syncthreads(); // the buffer read here is the one the next step loads into
 	}
 #pragma unroll
-	for (int mi = 0; mi < 2; mi++)
+	for (int mi = 0; mi < MI; mi++)
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
-			int i = rbase + 16 * mi + gr + 8 * h;
+			int i = q0 + 16 * w + 64 * mi + gr + 8 * h;
 			float inv;
 			l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 1);
 			l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 2);
@@ -847,24 +860,26 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 		}
 }
 
-// query gradients: a block of 128 queries, four warps of 32 rows, keys and values
-// streamed as in the forward; writes D = sum(dy * y) of each row for the next kernel
-template <typename T, int HD>
+// query gradients: a block of 64 * MI queries, four warps with the forward's rows, keys
+// and values streamed as in the forward; writes D = sum(dy * y) of each row for the
+// next kernel
+template <typename T, int HD, int MI>
 __global__ void __launch_bounds__(FA_THREADS, 2) fa_bwd_dq(T *dqkv, float *Dsum, const T *dy, const T *y,
 							   const float *lse, const T *qkv, geo g)
 {
-	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 128;
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64 * MI;
 	extern __shared__ __align__(128) unsigned char sm[];
+	// the second key/value buffer is the query and output-gradient tiles' space (>= 128 rows)
 	T *Qs = (T *)sm, *dOs = Qs + QT * LDT, *K0 = dOs + QT * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
 	float *Ls = (float *)(V0 + KT * LDT), *Ds = Ls + QT;
 	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
 	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
-	int q0 = qt * QT, rbase = q0 + 32 * w, nt = min((q0 + QT) / KT, (g.T + KT - 1) / KT);
+	int q0 = qt * QT, nt = min((q0 + QT) / KT, (g.T + KT - 1) / KT);
 	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
 	const T *base = qkv + (int64_t)b * g.T * g.row;
 	const T *dyb = dy + (int64_t)b * g.T * g.np * HD + hh * HD;
-	float sl2 = g.scale * LOG2E, Lr[2][2], Dr[2][2], dq[2][HD / 8][4];
-	unsigned qf[2][NK][4], df[2][NK][4];
+	float sl2 = g.scale * LOG2E, Lr[MI][2], Dr[MI][2], dq[MI][HD / 8][4];
+	unsigned qf[MI][NK][4], df[MI][NK][4];
 
 	fa_load<T, HD, QT>(Qs, base + qo, g.row, q0, g.T);
 	fa_load<T, HD, QT>(dOs, dyb, (int64_t)g.np * HD, q0, g.T);
@@ -874,8 +889,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_bwd_dq(T *dqkv, float *Dsum,
 	cp_commit();
 	cp_wait<1>();
 	__syncthreads();
-	{
-		int r = threadIdx.x, i = q0 + r; // one row a thread
+	for (int r = threadIdx.x; r < QT; r += FA_THREADS) { // D and lse, one row a thread
+		int i = q0 + r;
 		float D = 0.0f;
 		if (i < g.T) {
 			const T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
@@ -894,25 +909,25 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_bwd_dq(T *dqkv, float *Dsum,
 	}
 	__syncthreads();
 #pragma unroll
-	for (int mi = 0; mi < 2; mi++) {
+	for (int mi = 0; mi < MI; mi++) {
 #pragma unroll
 		for (int k = 0; k < NK; k++) {
-			ldsm4(qf[mi][k], at_a(Qs + (32 * w + 16 * mi) * LDT + 16 * k, LDT, lane));
-			ldsm4(df[mi][k], at_a(dOs + (32 * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+			ldsm4(qf[mi][k], at_a(Qs + (16 * w + 64 * mi) * LDT + 16 * k, LDT, lane));
+			ldsm4(df[mi][k], at_a(dOs + (16 * w + 64 * mi) * LDT + 16 * k, LDT, lane));
 		}
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++)
 			dq[mi][n][0] = dq[mi][n][1] = dq[mi][n][2] = dq[mi][n][3] = 0.0f;
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
-			Lr[mi][h] = Ls[32 * w + 16 * mi + gr + 8 * h];
-			Dr[mi][h] = Ds[32 * w + 16 * mi + gr + 8 * h];
+			Lr[mi][h] = Ls[16 * w + 64 * mi + gr + 8 * h];
+			Dr[mi][h] = Ds[16 * w + 64 * mi + gr + 8 * h];
 		}
 	}
 	__syncthreads(); // the query tile's space becomes the second key/value buffer
 	for (int t = 0; t < nt; t++) {
 		const T *Kt = (t & 1) ? K1 : K0, *Vt = (t & 1) ? V1 : V0;
-		int j0 = t * KT;
+		int j0 = t * KT, rl = q0 + 16 * w + 64 * (MI - 1); // this warp's last row tile
 
 		if (t + 1 < nt) {
 			fa_load<T, HD, KT>((t & 1) ? K0 : K1, base + ko, g.row, j0 + KT, g.T);
@@ -921,69 +936,74 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_bwd_dq(T *dqkv, float *Dsum,
 		cp_commit();
 		cp_wait<1>();
 		__syncthreads();
-		if (j0 <= rbase + 31) {
-			bool diag = j0 + KT - 1 > rbase || j0 + KT > g.T || rbase + 32 > g.T;
 #pragma unroll
-			for (int n = 0; n < KT / 16; n++) { // 16 keys at a time
-				float s[2][2][4], dp[2][2][4];
-				unsigned ds[2][4];
-				if (j0 + 16 * n > rbase + 31)
-					break;
+		for (int n = 0; n < KT / 16; n++) { // 16 keys at a time
+			float s[MI][2][4], dp[MI][2][4];
+			unsigned ds[MI][4];
+			bool act[MI];
+			if (j0 + 16 * n > rl + 15) // every key after this warp's rows
+				break;
 #pragma unroll
-				for (int mi = 0; mi < 2; mi++)
+			for (int mi = 0; mi < MI; mi++) {
+				act[mi] = j0 + 16 * n <= q0 + 16 * w + 64 * mi + 15;
 #pragma unroll
-					for (int h = 0; h < 2; h++)
+				for (int h = 0; h < 2; h++)
 #pragma unroll
-						for (int e = 0; e < 4; e++)
-							s[mi][h][e] = dp[mi][h][e] = 0.0f;
+					for (int e = 0; e < 4; e++)
+						s[mi][h][e] = dp[mi][h][e] = 0.0f;
+			}
 #pragma unroll
-				for (int k = 0; k < NK; k++) {
-					unsigned kb[4], vb[4];
-					ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
-					ldsm4(vb, at_b(Vt + 16 * n * LDT + 16 * k, LDT, lane));
+			for (int k = 0; k < NK; k++) {
+				unsigned kb[4], vb[4];
+				ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
+				ldsm4(vb, at_b(Vt + 16 * n * LDT + 16 * k, LDT, lane));
 #pragma unroll
-					for (int mi = 0; mi < 2; mi++) {
+				for (int mi = 0; mi < MI; mi++)
+					if (act[mi]) {
 						mma16816<T>(s[mi][0], qf[mi][k], kb[0], kb[1]);
 						mma16816<T>(s[mi][1], qf[mi][k], kb[2], kb[3]);
 						mma16816<T>(dp[mi][0], df[mi][k], vb[0], vb[1]);
 						mma16816<T>(dp[mi][1], df[mi][k], vb[2], vb[3]);
 					}
-				}
+			}
 #pragma unroll
-				for (int mi = 0; mi < 2; mi++)
+			for (int mi = 0; mi < MI; mi++) {
+				int r0 = q0 + 16 * w + 64 * mi;
+				bool diag = j0 + 16 * n + 15 > r0 || j0 + KT > g.T || r0 + 16 > g.T;
 #pragma unroll
-					for (int r = 0; r < 4; r++) {
-						int hb = r / 2, h = r % 2, i = rbase + 16 * mi + gr + 8 * h, j = j0 + 16 * n + 8 * hb + tc;
-						float v[2];
+				for (int r = 0; r < 4; r++) {
+					int hb = r / 2, h = r % 2, i = r0 + gr + 8 * h, j = j0 + 16 * n + 8 * hb + tc;
+					float v[2];
 #pragma unroll
-						for (int e = 0; e < 2; e++) {
-							float p = exp2f(s[mi][hb][2 * h + e] * sl2 - Lr[mi][h]);
-							if (diag && (j + e > i || j + e >= g.T || i >= g.T))
-								p = 0.0f;
-							v[e] = p * (dp[mi][hb][2 * h + e] - Dr[mi][h]);
-						}
-						ds[mi][r] = pack2<T>(v[0], v[1]);
+					for (int e = 0; e < 2; e++) {
+						float p = exp2f(s[mi][hb][2 * h + e] * sl2 - Lr[mi][h]);
+						if (diag && (j + e > i || j + e >= g.T || i >= g.T))
+							p = 0.0f;
+						v[e] = p * (dp[mi][hb][2 * h + e] - Dr[mi][h]);
 					}
-				// these 16 keys' share of dQ
+					ds[mi][r] = pack2<T>(v[0], v[1]);
+				}
+			}
+			// these 16 keys' share of dQ
 #pragma unroll
-				for (int c = 0; c < HD / 16; c++) {
-					unsigned kb[4];
-					ldsm4t(kb, at_a(Kt + 16 * n * LDT + 16 * c, LDT, lane));
+			for (int c = 0; c < HD / 16; c++) {
+				unsigned kb[4];
+				ldsm4t(kb, at_a(Kt + 16 * n * LDT + 16 * c, LDT, lane));
 #pragma unroll
-					for (int mi = 0; mi < 2; mi++) {
+				for (int mi = 0; mi < MI; mi++)
+					if (act[mi]) {
 						mma16816<T>(dq[mi][2 * c], ds[mi], kb[0], kb[1]);
 						mma16816<T>(dq[mi][2 * c + 1], ds[mi], kb[2], kb[3]);
 					}
-				}
 			}
 		}
 		__syncthreads(); // the buffer read here is the one the next step loads into
 	}
 #pragma unroll
-	for (int mi = 0; mi < 2; mi++)
+	for (int mi = 0; mi < MI; mi++)
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
-			int i = rbase + 16 * mi + gr + 8 * h;
+			int i = q0 + 16 * w + 64 * mi + gr + 8 * h;
 			if (i >= g.T)
 				continue;
 			T *dr = dqkv + ((int64_t)b * g.T + i) * g.row + qo;
@@ -995,13 +1015,13 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_bwd_dq(T *dqkv, float *Dsum,
 
 // key and value gradients: a block of 64 keys, four warps of 16 key rows, the query
 // tiles of the group's heads (queries, output gradients, lse, D) streamed through two
-// cp.async buffers, 32 queries at a time; S and dP are computed transposed (keys as
+// cp.async buffers, 32 queries at a time (16 at head size 128); S and dP are computed transposed (keys as
 // rows) so that P^T and dS^T are A operands of the dV and dK products straight away
 template <typename T, int HD>
-__global__ void __launch_bounds__(FA_THREADS, 3) fa_bwd_dkv(T *dqkv, const float *Dsum, const T *dy,
+__global__ void __launch_bounds__(FA_THREADS, HD <= 64 ? 3 : 2) fa_bwd_dkv(T *dqkv, const float *Dsum, const T *dy,
 							    const float *lse, const T *qkv, geo g)
 {
-	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64;
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64, QB = HD <= 64 ? 2 : 1; // QB: 16-query blocks a step
 	extern __shared__ __align__(128) unsigned char sm[];
 	T *Ks = (T *)sm, *Vs = Ks + KT * LDT, *Q0 = Vs + KT * LDT, *O0 = Q0 + QT * LDT, *Q1 = Ks, *O1 = Vs;
 	float *LD = (float *)(O0 + QT * LDT); // [2 buffers][lse, D][64]
@@ -1061,13 +1081,13 @@ __global__ void __launch_bounds__(FA_THREADS, 3) fa_bwd_dkv(T *dqkv, const float
 		cp_wait<1>();
 		__syncthreads();
 #pragma unroll
-		for (int n2 = 0; n2 < QT / 32; n2++) { // 32 queries at a time
-			float s[2][2][4], dp[2][2][4]; // [16-query block][8-query half][element]
-			unsigned pt[2][4], dst[2][4];
-			if (i0 + 32 * n2 + 31 < kr) // every query before this warp's keys
+		for (int n2 = 0; n2 < QT / (16 * QB); n2++) {
+			float s[QB][2][4], dp[QB][2][4]; // [16-query block][8-query half][element]
+			unsigned pt[QB][4], dst[QB][4];
+			if (i0 + 16 * QB * (n2 + 1) - 1 < kr) // every query before this warp's keys
 				continue;
 #pragma unroll
-			for (int q = 0; q < 2; q++)
+			for (int q = 0; q < QB; q++)
 #pragma unroll
 				for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -1076,20 +1096,20 @@ __global__ void __launch_bounds__(FA_THREADS, 3) fa_bwd_dkv(T *dqkv, const float
 #pragma unroll
 			for (int k = 0; k < NK; k++)
 #pragma unroll
-				for (int q = 0; q < 2; q++) {
+				for (int q = 0; q < QB; q++) {
 					unsigned qb[4], ob[4];
-					ldsm4(qb, at_b(Qt + (32 * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
-					ldsm4(ob, at_b(Ot + (32 * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
+					ldsm4(qb, at_b(Qt + (16 * QB * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
+					ldsm4(ob, at_b(Ot + (16 * QB * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
 					mma16816<T>(s[q][0], kf[k], qb[0], qb[1]);
 					mma16816<T>(s[q][1], kf[k], qb[2], qb[3]);
 					mma16816<T>(dp[q][0], vf[k], ob[0], ob[1]);
 					mma16816<T>(dp[q][1], vf[k], ob[2], ob[3]);
 				}
 #pragma unroll
-			for (int q = 0; q < 2; q++)
+			for (int q = 0; q < QB; q++)
 #pragma unroll
 				for (int r = 0; r < 4; r++) {
-					int hb = r / 2, h = r % 2, j = kr + gr + 8 * h, c = 32 * n2 + 16 * q + 8 * hb + tc;
+					int hb = r / 2, h = r % 2, j = kr + gr + 8 * h, c = 16 * QB * n2 + 16 * q + 8 * hb + tc;
 					float pv[2], dv_[2];
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
@@ -1103,14 +1123,14 @@ __global__ void __launch_bounds__(FA_THREADS, 3) fa_bwd_dkv(T *dqkv, const float
 					pt[q][r] = pack2<T>(pv[0], pv[1]);
 					dst[q][r] = pack2<T>(dv_[0], dv_[1]);
 				}
-			// these 32 queries' share of dV and dK
+			// these queries' share of dV and dK
 #pragma unroll
-			for (int q = 0; q < 2; q++)
+			for (int q = 0; q < QB; q++)
 #pragma unroll
 				for (int c = 0; c < HD / 16; c++) {
 					unsigned ob[4], qb[4];
-					ldsm4t(ob, at_a(Ot + (32 * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
-					ldsm4t(qb, at_a(Qt + (32 * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
+					ldsm4t(ob, at_a(Ot + (16 * QB * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
+					ldsm4t(qb, at_a(Qt + (16 * QB * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
 					mma16816<T>(dv[2 * c], pt[q], ob[0], ob[1]);
 					mma16816<T>(dv[2 * c + 1], pt[q], ob[2], ob[3]);
 					mma16816<T>(dk[2 * c], dst[q], qb[0], qb[1]);
@@ -1136,9 +1156,10 @@ __global__ void __launch_bounds__(FA_THREADS, 3) fa_bwd_dkv(T *dqkv, const float
 template <typename T, int HD>
 static int fa_fwd_launch(void *y, float *lse, const void *qkv, int B, geo g)
 {
-	size_t sm = (size_t)256 * (HD + 8) * sizeof(T);
-	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-	fa_fwd<T, HD><<<dim3((unsigned)((g.T + 127) / 128), (unsigned)g.np, (unsigned)B), FA_THREADS, sm>>>(
+	constexpr int MI = HD <= 64 ? 2 : 1, QT = 64 * MI, QR = QT > 128 ? QT : 128;
+	size_t sm = (size_t)(QR + 128) * (HD + 8) * sizeof(T);
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_fwd<T, HD, MI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	fa_fwd<T, HD, MI><<<dim3((unsigned)((g.T + QT - 1) / QT), (unsigned)g.np, (unsigned)B), FA_THREADS, sm>>>(
 		(T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
@@ -1148,10 +1169,12 @@ template <typename T, int HD>
 static int fa_bwd_launch(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B, geo g,
 			 float *scratch)
 {
-	size_t smq = (size_t)384 * (HD + 8) * sizeof(T) + 2 * 128 * 4, smk = (size_t)256 * (HD + 8) * sizeof(T) + 4 * 64 * 4;
-	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smq));
+	constexpr int MI = HD <= 64 ? 2 : 1, QT = 64 * MI;
+	size_t smq = (size_t)(2 * QT + 128) * (HD + 8) * sizeof(T) + 2 * QT * 4;
+	size_t smk = (size_t)256 * (HD + 8) * sizeof(T) + 4 * 64 * 4;
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_bwd_dq<T, HD, MI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smq));
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_bwd_dkv<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smk));
-	fa_bwd_dq<T, HD><<<dim3((unsigned)((g.T + 127) / 128), (unsigned)g.np, (unsigned)B), FA_THREADS, smq>>>(
+	fa_bwd_dq<T, HD, MI><<<dim3((unsigned)((g.T + QT - 1) / QT), (unsigned)g.np, (unsigned)B), FA_THREADS, smq>>>(
 		(T *)dqkv, scratch, (const T *)dy, (const T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	fa_bwd_dkv<T, HD><<<dim3((unsigned)((g.T + 63) / 64), (unsigned)g.ng, (unsigned)B), FA_THREADS, smk>>>(
@@ -1165,23 +1188,23 @@ template <typename T> static int try_fwd_tc(void *, float *, const void *, int, 
 template <typename T> static int try_bwd_tc(void *, const void *, const void *, const float *, const void *, int, geo, float *, int) { return 1; }
 template <> int try_fwd_tc<__nv_bfloat16>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
-	return hd == 64 ? fa_fwd_launch<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
+	return hd == 64 ? fa_fwd_launch<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fa_fwd_launch<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
 }
 template <> int try_fwd_tc<__half>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
-	return hd == 64 ? fa_fwd_launch<__half, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__half, 128>(y, lse, qkv, B, g) : 1;
+	return hd == 64 ? fa_fwd_launch<__half, 64>(y, lse, qkv, B, g) : hd == 128 ? fa_fwd_launch<__half, 128>(y, lse, qkv, B, g) : 1;
 }
 template <> int try_bwd_tc<__nv_bfloat16>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 					  geo g, float *scratch, int hd)
 {
 	return hd == 64 ? fa_bwd_launch<__nv_bfloat16, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
-	       : hd == 128 ? bwd_reg<__nv_bfloat16, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
+	       : hd == 128 ? fa_bwd_launch<__nv_bfloat16, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
 }
 template <> int try_bwd_tc<__half>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 				   geo g, float *scratch, int hd)
 {
 	return hd == 64 ? fa_bwd_launch<__half, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
-	       : hd == 128 ? bwd_reg<__half, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
+	       : hd == 128 ? fa_bwd_launch<__half, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
 }
 
 template <typename T>
