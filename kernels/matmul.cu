@@ -116,7 +116,7 @@ static int lt_gemm_epi(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, i
 	LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al)));
 	if (cublasLtMatmulAlgoGetHeuristic(lt->h, op, la, lb, lc, lc, pref, 1, &res, &found) != CUBLAS_STATUS_SUCCESS ||
 	    !found) {
-		rc = aux || epi == CUBLASLT_EPILOGUE_BGRADB ? 1
+		rc = aux ? 1
 			 : mt_cuda_fail(__FILE__, __LINE__, "cuBLASLt has no algorithm for %lld x %lld x %lld", (long long)m,
 					(long long)n, (long long)k);
 		goto out;
@@ -168,28 +168,6 @@ extern "C" int mt_linear_bwd_w(struct mt_lt *lt, enum mt_dtype dt, float *dW, co
 			       int64_t N, int64_t IN, int64_t O)
 {
 	return lt_gemm(lt, 0, 1, IN, O, N, cuda_type(dt), in, IN, dout, O, 1.0f, CUDA_R_32F, dW, dW, IN, NULL);
-}
-
-static __global__ void add_k(float *dst, const float *src, int64_t n)
-{
-	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (i < n)
-		dst[i] += src[i];
-}
-
-extern "C" int mt_linear_bwd_wb(struct mt_lt *lt, enum mt_dtype dt, float *dW, float *db, const void *dout,
-				const void *in, int64_t N, int64_t IN, int64_t O, float *scratch)
-{
-	// BGRADB: the column sums of B (dout, k = N summed) over D's columns (O), written to
-	// scratch, since the epilogue stores where the gradient buffer wants +=
-	int rc = lt_gemm_epi(lt, 0, 1, IN, O, N, cuda_type(dt), in, IN, dout, O, 1.0f, CUDA_R_32F, dW, dW, IN, scratch,
-			     CUBLASLT_EPILOGUE_BGRADB, NULL, 0);
-
-	if (rc)
-		return rc;
-	add_k<<<(unsigned)((O + 255) / 256), 256>>>(db, scratch, O);
-	MT_LAUNCH_CHECK("bias grad");
-	return 0;
 }
 
 extern "C" int mt_linear_fwd_gelu(struct mt_lt *lt, enum mt_dtype dt, void *act, void *pre, const void *in, const void *W,

@@ -30,11 +30,6 @@ int mt_linear_bwd_in(struct mt_lt *lt, enum mt_dtype dt, void *din, const void *
 /* dW[O,IN] += dout[N,O]^T @ in[N,IN], dW fp32 */
 int mt_linear_bwd_w(struct mt_lt *lt, enum mt_dtype dt, float *dW, const void *dout, const void *in, int64_t N,
 		    int64_t IN, int64_t O);
-/* the same and db[O] += column sums of dout, the sums in the product's epilogue
- * (cuBLASLt's BGRADB); scratch: O floats. Returns 1, having done nothing, where
- * cuBLASLt has no algorithm for that epilogue (then mt_linear_bwd_w and mt_bias_grad) */
-int mt_linear_bwd_wb(struct mt_lt *lt, enum mt_dtype dt, float *dW, float *db, const void *dout, const void *in,
-		     int64_t N, int64_t IN, int64_t O, float *scratch);
 
 /* act[N,O] = gelu(pre), pre[N,O] = in @ W^T (+ bias): fc1 with GELU (tanh) in cuBLASLt's
  * epilogue, or a GELU kernel after the product where cuBLASLt has no such algorithm */

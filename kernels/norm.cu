@@ -10,8 +10,6 @@
 
 #define ROW_CHUNKS 256
 
-extern "C" int mt_norm_fused = 1;
-
 template <typename T>
 __global__ void norm_fwd_k(T *out, float *stats, const T *x, const T *w, const T *b, int64_t N, int h, int rms,
 			   float eps)
@@ -228,85 +226,6 @@ __global__ void norm_bwd_dx_v(T *dx, int accumulate, const T *dout, const T *x, 
 	}
 }
 
-// the input gradient and the partial column sums of the weight and bias gradients in one
-// pass over dout and x (rows up to 32 * NV vectors): a block of 8 warps takes rows
-// blockIdx.x * 8 + warp, stepping by the grid's warps; each lane keeps its columns' sums
-// in registers; the block adds its warps' sums in order into part[blockIdx.x][2][h]
-template <typename T, int NV>
-__global__ void __launch_bounds__(256) norm_bwd_fused_v(T *dx, float *part, int accumulate, const T *dout, const T *x,
-							const float *stats, const T *w, int64_t N, int h, int rms)
-{
-	using V = vec16<T>;
-	extern __shared__ float red[]; // [8 warps][2][h]
-	int wid = threadIdx.x / 32, lane = threadIdx.x % 32;
-	float aw[NV][V::N], ab[NV][V::N], wv[NV][V::N];
-
-#pragma unroll
-	for (int v = 0; v < NV; v++) {
-		int c = (lane + 32 * v) * V::N;
-		if (c < h)
-			V::load(wv[v], w + c);
-#pragma unroll
-		for (int k = 0; k < V::N; k++)
-			aw[v][k] = ab[v][k] = 0.0f;
-	}
-	for (int64_t row = (int64_t)blockIdx.x * 8 + wid; row < N; row += (int64_t)gridDim.x * 8) {
-		const T *xr = x + row * h, *dr = dout + row * h;
-		float mean = stats[2 * row], rstd = stats[2 * row + 1], sdy = 0, sdyx = 0, xv[NV][V::N], dv[NV][V::N];
-#pragma unroll
-		for (int v = 0; v < NV; v++) {
-			int c = (lane + 32 * v) * V::N;
-			if (c >= h)
-				continue;
-			V::load(xv[v], xr + c);
-			V::load(dv[v], dr + c);
-#pragma unroll
-			for (int k = 0; k < V::N; k++) {
-				float dy = dv[v][k] * wv[v][k];
-				xv[v][k] = (xv[v][k] - mean) * rstd; // xhat from here on
-				sdy += dy;
-				sdyx += dy * xv[v][k];
-			}
-		}
-		sdy = warp_sum(sdy) / (float)h;
-		sdyx = warp_sum(sdyx) / (float)h;
-#pragma unroll
-		for (int v = 0; v < NV; v++) {
-			int c = (lane + 32 * v) * V::N;
-			float ov[V::N];
-			if (c >= h)
-				continue;
-			if (accumulate)
-				V::load(ov, dx + row * h + c);
-#pragma unroll
-			for (int k = 0; k < V::N; k++) {
-				float g = rstd * (dv[v][k] * wv[v][k] - (rms ? 0.0f : sdy) - xv[v][k] * sdyx);
-				ov[k] = accumulate ? ov[k] + g : g;
-				aw[v][k] += dv[v][k] * xv[v][k];
-				ab[v][k] += dv[v][k];
-			}
-			V::store(dx + row * h + c, ov);
-		}
-	}
-#pragma unroll
-	for (int v = 0; v < NV; v++) {
-		int c = (lane + 32 * v) * V::N;
-		if (c < h)
-#pragma unroll
-			for (int k = 0; k < V::N; k++) {
-				red[(2 * wid) * h + c + k] = aw[v][k];
-				red[(2 * wid + 1) * h + c + k] = ab[v][k];
-			}
-	}
-	__syncthreads();
-	for (int c = threadIdx.x; c < 2 * h; c += blockDim.x) {
-		float t = 0;
-		for (int q = 0; q < 8; q++)
-			t += red[q * 2 * h + c];
-		part[(int64_t)blockIdx.x * 2 * h + c] = t;
-	}
-}
-
 // partial column sums, vectorized: a block covers 32 * V::N columns x one row range
 template <typename T>
 __global__ void colsum_part_v(float *part, const T *dout, const T *x, const float *stats, int64_t N, int h)
@@ -408,19 +327,6 @@ template <typename T>
 static int norm_bwd(void *dx, int accumulate, float *dw, float *db, const void *dout, const void *x,
 		    const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch)
 {
-	if (vec_ok<T>(h, dx, dout, x, w) && h <= 4 * 32 * (16 / (int64_t)sizeof(T)) && mt_norm_fused) {
-		int chunks = N < 8 * ROW_CHUNKS ? (int)((N + 7) / 8) : ROW_CHUNKS, nv = (int)((h + 32 * (16 / sizeof(T)) - 1) / (32 * (16 / sizeof(T))));
-		size_t sm = (size_t)16 * h * sizeof(float);
-		void (*k)(T *, float *, int, const T *, const T *, const float *, const T *, int64_t, int, int) =
-			nv == 1 ? norm_bwd_fused_v<T, 1> : nv == 2 ? norm_bwd_fused_v<T, 2> : nv == 3 ? norm_bwd_fused_v<T, 3> : norm_bwd_fused_v<T, 4>;
-		MT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-		k<<<(unsigned)chunks, 256, sm>>>((T *)dx, scratch, accumulate, (const T *)dout, (const T *)x, stats, (const T *)w,
-						  N, (int)h, rms);
-		MT_LAUNCH_CHECK("norm_bwd");
-		colsum_final_k<<<(unsigned)((h + 255) / 256), 256>>>(dw, db, scratch, chunks, (int)h);
-		MT_LAUNCH_CHECK("norm_bwd");
-		return 0;
-	}
 	if (vec_ok<T>(h, dx, dout, x, w)) {
 		norm_bwd_dx_v<T><<<(unsigned)((N + 7) / 8), 256>>>((T *)dx, accumulate, (const T *)dout, (const T *)x,
 								     stats, (const T *)w, N, (int)h, rms);

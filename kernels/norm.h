@@ -21,10 +21,6 @@ int mt_norm_fwd(enum mt_dtype dt, void *out, float *stats, const void *x, const 
 int mt_norm_bwd(enum mt_dtype dt, void *dx, int accumulate, float *dw, float *db, const void *dout, const void *x,
 		const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch);
 int64_t mt_norm_scratch_floats(int64_t h);
-/* 1 (default): the backward sums the weight and bias gradients in the pass that computes
- * dx where rows take 16-byte loads and are at most 4 * 32 vectors long; 0: a second pass
- * over dout and x (for comparing the two) */
-extern int mt_norm_fused;
 
 /* db[O] += sum over rows of dout[N, O] (a linear layer's bias gradient), same scratch size
  * rule as the norm */

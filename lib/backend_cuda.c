@@ -87,8 +87,6 @@ struct cu {
 	float *h_loss;
 	float gclip;
 	int failed;
-	int fused_bgrad; /* bias gradients in the weight-gradient products (MT_CUDA_BGRAD=kernel: not;
-			  * MT_CUDA_NORM=twopass likewise keeps the norms' second pass, for comparison) */
 	/* fp16 loss scaling */
 	double scale;
 	int growth, hyst;
@@ -307,9 +305,6 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->scale = s->o.precision != MT_PREC_FP16 ? 1.0
 		   : s->o.loss_scale > 0 ? s->o.loss_scale : s->o.initial_loss_scale;
 	s->hyst = s->o.hysteresis;
-	s->fused_bgrad = !(getenv("MT_CUDA_BGRAD") && !strcmp(getenv("MT_CUDA_BGRAD"), "kernel"));
-	if (getenv("MT_CUDA_NORM") && !strcmp(getenv("MT_CUDA_NORM"), "twopass"))
-		mt_norm_fused = 0;
 	if (getenv("MT_CUDA_PROFILE") && atoi(getenv("MT_CUDA_PROFILE")) > 0) {
 		s->ev = calloc(PROF_MAX, sizeof(*s->ev));
 		s->evcat = calloc(PROF_MAX / 2, sizeof(int));
@@ -482,30 +477,6 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	return 0;
 }
 
-/* the weight gradient of a linear layer (+=) and, where it has a bias, the bias
- * gradient: in the product's epilogue where cuBLASLt can, else a column-sum kernel */
-static int lin_bwd_w(struct cu *s, int l, enum mt_param_kind wk, enum mt_param_kind bk, const void *dout,
-		     const void *in, int64_t IN, int64_t O)
-{
-	float *gb = gp(s, l, bk);
-
-	if (gb && s->fused_bgrad) {
-		int rc;
-
-		prof_mark(s, P_MM_DW);
-		rc = mt_linear_bwd_wb(s->lt, s->dt, gp(s, l, wk), gb, dout, in, s->N, IN, O, s->scratch);
-		prof_mark(s, P_MM_DW);
-		if (rc < 0)
-			return fail_cuda(s);
-		if (rc == 0)
-			return 0;
-	}
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, s->dt, gp(s, l, wk), dout, in, s->N, IN, O));
-	if (gb)
-		KP(P_BIAS, mt_bias_grad(s->dt, gb, dout, s->N, O, s->scratch));
-	return 0;
-}
-
 /* s->dres holds d loss / d res[l + 1] on entry and d loss / d res[l] on return */
 static int layer_bwd(struct cu *s, int l, struct slot *sl)
 {
@@ -513,10 +484,12 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 	enum mt_dtype dt = s->dt;
 	int rms = c->normalization == MT_NORM_RMSNORM;
 	void *xin = row(s, s->res, l * s->N, s->h);
+	float *gb;
 
 	/* MLP */
-	if (lin_bwd_w(s, l, MT_P_FC2_W, MT_P_FC2_B, s->dres, sl->act, s->f, s->h))
-		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), s->dres, sl->act, s->N, s->f, s->h));
+	if ((gb = gp(s, l, MT_P_FC2_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
 	if (c->swiglu) {
 		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_FC2_W), s->N, s->f, s->h, 0));
 		KP(P_ACT, mt_swiglu_bwd(dt, s->dbig, s->dsmall, sl->fc1, s->N, s->f));
@@ -524,21 +497,24 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 		KP(P_MM_DIN, mt_linear_bwd_in_dgelu(s->lt, dt, s->dbig, s->dres, wp(s, l, MT_P_FC2_W), sl->fc1, s->N, s->f,
 						    s->h));
 	}
-	if (lin_bwd_w(s, l, MT_P_FC1_W, MT_P_FC1_B, s->dbig, sl->ln2, s->h, s->fc1))
-		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, sl->ln2, s->N, s->h, s->fc1));
+	if ((gb = gp(s, l, MT_P_FC1_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), s->dln, sl->mid, sl->ln2s,
 		      wp(s, l, MT_P_LN2_W), s->N, s->h, rms, s->scratch));
 	/* attention */
-	if (lin_bwd_w(s, l, MT_P_PROJ_W, MT_P_PROJ_B, s->dres, sl->atty, s->q, s->h))
-		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), s->dres, sl->atty, s->N, s->q, s->h));
+	if ((gb = gp(s, l, MT_P_PROJ_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
 	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
 			   (int)s->ng, (int)s->hd, s->dsum));
 	if (c->position_embedding_type == MT_POS_ROPE)
 		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
-	if (lin_bwd_w(s, l, MT_P_QKV_W, MT_P_QKV_B, s->dbig, sl->ln1, s->h, s->qkv))
-		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, sl->ln1, s->N, s->h, s->qkv));
+	if ((gb = gp(s, l, MT_P_QKV_B)))
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), s->dln, xin, sl->ln1s,
 		      wp(s, l, MT_P_LN1_W), s->N, s->h, rms, s->scratch));
