@@ -298,6 +298,16 @@ template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi
 	return *(unsigned *)&v;
 }
 
+// the sum of the two 16-bit values of a register, in fp32
+template <typename T> __device__ __forceinline__ float sum2(unsigned u)
+{
+	return to_f(__ushort_as_bfloat16((unsigned short)(u & 0xffffu))) + to_f(__ushort_as_bfloat16((unsigned short)(u >> 16)));
+}
+template <> __device__ __forceinline__ float sum2<__half>(unsigned u)
+{
+	return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu))) + __half2float(__ushort_as_half((unsigned short)(u >> 16)));
+}
+
 // 2^x, one MUFU instruction (subnormal results flush to 0; -inf gives 0)
 __device__ __forceinline__ float ex2(float x)
 {
@@ -338,7 +348,8 @@ __device__ __forceinline__ void fa_load(T *dst, const T *src, int64_t stride, in
 // tiles of 64 through two cp.async buffers (the second is the query tile's space once
 // the queries are in registers, at least 128 rows of it). Scores stay unscaled until the
 // exponent (one FFMA: s * scale * log2(e) - max); masks only on the tiles that cross the
-// diagonal or the end; the row sums add the fp32 probabilities.
+// diagonal or the end; the row sums add the probabilities as rounded for P.V (what it
+// multiplies).
 template <typename T, int HD, int MI>
 __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const T *qkv, geo g)
 {
@@ -443,8 +454,8 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 						// register r: keys block 2kk + r/2, row half r%2
 						const float *sv = s[mi][2 * kk + r / 2] + 2 * (r % 2);
 						float p0 = ex2(sv[0] * sl2 - m[mi][r % 2]), p1 = ex2(sv[1] * sl2 - m[mi][r % 2]);
-						l[mi][r % 2] += p0 + p1;
 						pf[mi][r] = pack2<T>(p0, p1);
+						l[mi][r % 2] += sum2<T>(pf[mi][r]); // the sum of what P.V multiplies
 					}
 #pragma unroll
 				for (int n = 0; n < HD / 16; n++) {
