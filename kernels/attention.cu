@@ -252,9 +252,9 @@ template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.as
 // the accumulator of an m16n8k16 product a thread holds row lane/4 (elements 0, 1) and
 // row lane/4 + 8 (2, 3), columns 2 * (lane % 4) and the next; the A operand's registers
 // 0-3 hold (row, k) = (lane/4, 2(lane%4)), (+8, same), (same, +8), (+8, +8), so two
-// accumulators of adjacent column blocks become one A operand, as in the WMMA kernels.
-// Every reduction is in a fixed order and the gradients need no atomics: the same bits
-// on every run.
+// accumulators of adjacent column blocks become one A operand without leaving registers
+// (tests/unit/test_cuda.c holds the kernels to the CPU reference). Every reduction is in
+// a fixed order and the gradients need no atomics: the same bits on every run.
 
 #define FA_THREADS 128
 
@@ -301,11 +301,13 @@ template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi
 // the sum of the two 16-bit values of a register, in fp32
 template <typename T> __device__ __forceinline__ float sum2(unsigned u)
 {
-	return to_f(__ushort_as_bfloat16((unsigned short)(u & 0xffffu))) + to_f(__ushort_as_bfloat16((unsigned short)(u >> 16)));
+	return to_f(__ushort_as_bfloat16((unsigned short)(u & 0xffffu))) +
+	       to_f(__ushort_as_bfloat16((unsigned short)(u >> 16)));
 }
 template <> __device__ __forceinline__ float sum2<__half>(unsigned u)
 {
-	return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu))) + __half2float(__ushort_as_half((unsigned short)(u >> 16)));
+	return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu))) +
+	       __half2float(__ushort_as_half((unsigned short)(u >> 16)));
 }
 
 // 2^x, one MUFU instruction (subnormal results flush to 0; -inf gives 0)
