@@ -1,13 +1,16 @@
 // attention.cu: causal GQA attention, forward and backward, without the T x T matrix
 // (see attention.h).
 //
-// One thread owns one row: a query row in the forward and the query-gradient kernel, a
-// key/value row in the key/value-gradient kernel, with the other side streamed through
-// shared memory in tiles. The forward is the online softmax (running max and sum); the
-// backward recomputes each probability from the saved log-sum-exp. Keys and values are
-// shared by the heads of a group: their gradients sum the group's heads in order, in
-// one thread, so there are no atomics and every run gives the same bits. fp32 math from
-// T inputs. This is the plain CUDA-core version; a tensor-core one is the next step.
+// Two paths. bf16/fp16 at head sizes 64 and 128 (the models' case) take the tensor-core
+// kernels below: PTX mma.sync products from ldmatrix operands. Everything else (fp32,
+// other head sizes) takes the CUDA-core kernels first in this file: one thread owns one
+// row, a query row in the forward and the query-gradient kernel, a key/value row in the
+// key/value-gradient kernel, with the other side streamed through shared memory in tiles.
+// Both: the forward is the online softmax (running max and sum); the backward recomputes
+// each probability from the saved log-sum-exp, the query gradients in one kernel, the
+// key/value gradients in another. Keys and values are shared by the heads of a group:
+// their gradients sum the group's heads in order, so there are no atomics and every run
+// gives the same bits. fp32 accumulation throughout.
 #include "attention.h"
 
 #include "common.cuh"
@@ -219,35 +222,9 @@ static int bwd_hd(void *dqkv, const void *dy, const void *y, const float *lse, c
 }
 
 
-// ---- tensor-core path (bf16/fp16, head size 64 or 128) ----
+// ---- tensor-core path (bf16/fp16, head sizes 64 and 128) ----
 //
-// Tiles of 64 queries x 64 keys, four warps of 16 rows each, WMMA 16x16x16 products
-// with fp32 accumulation; scores and probabilities stay in registers (below), for bf16
-// and fp16 alike. Forward: online softmax. Backward in two kernels, as above: query rows
-// (dQ, and D), then key/value rows (dK, dV over the group's heads in order): no atomics.
-
-#include <mma.h>
-
-namespace wm = nvcuda::wmma;
-
-#define TC_TILE 64
-#define TC_THREADS 128
-
-template <int HD> struct tcdims {
-	static constexpr int LDT = HD + 8;   // T tiles [64][LDT]
-};
-
-// ---- forward with scores and probabilities in registers ----
-//
-// For 16-bit 16x16x16 WMMA on sm_80 and later, element e of a thread's fp32 accumulator
-// and of its matrix_a fragment sit at the same place: row lane/4 + 8 * ((e >> 1) & 1),
-// column 2 * (lane % 4) + (e & 1) + 8 * (e >> 2) (two m16n8k16 products side by side).
-// So a block of scores becomes, element for element, the matrix_a fragment of its
-// probabilities for the P.V product, and the softmax runs on registers with shuffles
-// inside each group of four lanes (one row's 16 columns). tests/unit/test_cuda.c holds
-// this kernel to the CPU reference, so a different layout would fail there.
-
-// cp.async: 16-byte copies global -> shared, completed by groups
+// cp.async: 16-byte (and 4-byte) copies global -> shared, completed by groups
 __device__ __forceinline__ void cp16(void *dst, const void *src)
 {
 	unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
@@ -261,13 +238,106 @@ __device__ __forceinline__ void cp4(void *dst, const void *src)
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// rows [r0, r0 + 64) of a strided T matrix (HD columns) into a [64][LDT] tile through
-// cp.async; rows past nrows zeroed by ordinary stores
-template <typename T, int HD>
-__device__ __forceinline__ void tc_load_async(T *dst, const T *src, int64_t stride, int r0, int nrows)
+#define LOG2E 1.4426950408889634f
+
+// Tiles of 64 keys (or queries) streamed through shared memory by cp.async, two buffers
+// deep, scores and probabilities kept in registers (never the T x T matrix). At head size
+// 64 each warp of the forward and the query-gradient kernel owns 32 query rows (blocks of
+// 128 queries), so one key or value fragment read from shared memory feeds two products
+// and there are twice the independent accumulators (WMMA kernels with 16 rows a warp were
+// latency-bound at about an eighth of the tensor cores' rate); at 128, 16 rows a warp
+// (registers). The key/value-gradient kernel keeps 16 key rows a warp (its dK and dV
+// accumulators would not fit twice) and takes its queries 32 (16) at a time. Products are
+// PTX m16n8k16 (fp32 accumulation), operands come from shared memory by ldmatrix. In
+// the accumulator of an m16n8k16 product a thread holds row lane/4 (elements 0, 1) and
+// row lane/4 + 8 (2, 3), columns 2 * (lane % 4) and the next; the A operand's registers
+// 0-3 hold (row, k) = (lane/4, 2(lane%4)), (+8, same), (same, +8), (+8, +8), so two
+// accumulators of adjacent column blocks become one A operand without leaving registers
+// (tests/unit/test_cuda.c holds the kernels to the CPU reference). Every reduction is in
+// a fixed order and the gradients need no atomics: the same bits on every run.
+
+#define FA_THREADS 128
+
+__device__ __forceinline__ void ldsm4(unsigned *r, const void *p)
 {
-	constexpr int LDT = tcdims<HD>::LDT, VPR = HD / 8;
-	for (int v = threadIdx.x; v < TC_TILE * VPR; v += TC_THREADS) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm4t(unsigned *r, const void *p)
+{
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+template <typename T> __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1);
+template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<__half>(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// two floats to a register of two 16-bit values, lo in the low half (one conversion)
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *(unsigned *)&v;
+}
+template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi)
+{
+	__half2 v = __floats2half2_rn(lo, hi);
+	return *(unsigned *)&v;
+}
+
+// the sum of the two 16-bit values of a register, in fp32
+template <typename T> __device__ __forceinline__ float sum2(unsigned u)
+{
+	return to_f(__ushort_as_bfloat16((unsigned short)(u & 0xffffu))) +
+	       to_f(__ushort_as_bfloat16((unsigned short)(u >> 16)));
+}
+template <> __device__ __forceinline__ float sum2<__half>(unsigned u)
+{
+	return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu))) +
+	       __half2float(__ushort_as_half((unsigned short)(u >> 16)));
+}
+
+// 2^x, one MUFU instruction (subnormal results flush to 0; -inf gives 0)
+__device__ __forceinline__ float ex2(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// A operand (16 rows x 16 columns at p, row stride ld) or, the same addresses, the
+// transposed B operand of two 8-column blocks (rows of p are the k index)
+template <typename T> __device__ __forceinline__ const T *at_a(const T *p, int ld, int lane)
+{
+	return p + (lane % 16) * ld + (lane / 16) * 8;
+}
+// B operand of two 8-column blocks from 16 rows of p that are the n index (k along a row):
+// registers 0, 1 for rows 0-7 and 2, 3 for rows 8-15
+template <typename T> __device__ __forceinline__ const T *at_b(const T *p, int ld, int lane)
+{
+	return p + ((lane / 16) * 8 + lane % 8) * ld + ((lane / 8) % 2) * 8;
+}
+
+// R rows [r0, r0 + R) of a strided matrix (HD columns) into [R][HD + 8] by cp.async;
+// rows past nrows zeroed
+template <typename T, int HD, int R>
+__device__ __forceinline__ void fa_load(T *dst, const T *src, int64_t stride, int r0, int nrows)
+{
+	constexpr int LDT = HD + 8, VPR = HD / 8;
+	for (int v = threadIdx.x; v < R * VPR; v += FA_THREADS) {
 		int r = v / VPR, c = (v % VPR) * 8;
 		if (r0 + r < nrows)
 			cp16(dst + r * LDT + c, src + (int64_t)(r0 + r) * stride + c);
@@ -276,346 +346,483 @@ __device__ __forceinline__ void tc_load_async(T *dst, const T *src, int64_t stri
 	}
 }
 
-#define LOG2E 1.4426950408889634f
-
-__device__ __forceinline__ int fr_row(int lane, int e) { return lane / 4 + 8 * ((e >> 1) & 1); }
-__device__ __forceinline__ int fr_col(int lane, int e) { return 2 * (lane % 4) + (e & 1) + 8 * (e >> 2); }
-
-template <typename T, int HD>
-__global__ void __launch_bounds__(TC_THREADS, HD == 64 ? 4 : 1) attn_fwd_reg(T *y, float *lse, const T *qkv, geo g)
+// forward: a block of 64 * MI queries, four warps of 16 * MI rows, keys and values in
+// tiles of 64 through two cp.async buffers (the second is the query tile's space once
+// the queries are in registers, at least 128 rows of it). Scores stay unscaled until the
+// exponent (one FFMA: s * scale * log2(e) - max); masks only on the tiles that cross the
+// diagonal or the end; the row sums add the probabilities as rounded for P.V (what it
+// multiplies).
+template <typename T, int HD, int MI>
+__global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const T *qkv, geo g)
 {
-	using D = tcdims<HD>;
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64 * MI, QR = QT > 2 * KT ? QT : 2 * KT, RW = 16 * MI;
 	extern __shared__ __align__(128) unsigned char sm[];
-	// two key/value buffers: (Ks, Vs) and (Qs, Xs), Qs free once its rows are in registers
-	T *Qs = (T *)sm, *Ks = Qs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT, *Xs = Vs + TC_TILE * D::LDT;
+	T *Qs = (T *)sm, *K0 = Qs + QR * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
 	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
-	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int q0 = qt * TC_TILE, rbase = q0 + 16 * w, nt = min(qt + 1, (g.T + TC_TILE - 1) / TC_TILE);
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
+	int q0 = qt * QT, rbase = q0 + RW * w, nt = min((q0 + QT + KT - 1) / KT, (g.T + KT - 1) / KT);
 	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
 	const T *base = qkv + (int64_t)b * g.T * g.row;
-	float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0, 0 }, sl2 = g.scale * LOG2E; // m in log2 units
-	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> qf[HD / 16];
-	wm::fragment<wm::accumulator, 16, 16, 16, float> of[HD / 16];
+	float sl2 = g.scale * LOG2E, m[MI][2], l[MI][2], o[MI][HD / 8][4]; // m: scaled, log2 units
+	unsigned qf[MI][NK][4];
 
-	tc_load_async<T, HD>(Qs, base + qo, g.row, q0, g.T);
+	fa_load<T, HD, QT>(Qs, base + qo, g.row, q0, g.T);
 	cp_commit();
-	tc_load_async<T, HD>(Ks, base + ko, g.row, 0, g.T);
-	tc_load_async<T, HD>(Vs, base + vo, g.row, 0, g.T);
+	fa_load<T, HD, KT>(K0, base + ko, g.row, 0, g.T);
+	fa_load<T, HD, KT>(V0, base + vo, g.row, 0, g.T);
 	cp_commit();
 	cp_wait<1>();
 	__syncthreads();
-	for (int k = 0; k < HD / 16; k++) {
-		wm::load_matrix_sync(qf[k], Qs + 16 * w * D::LDT + 16 * k, D::LDT);
-		wm::fill_fragment(of[k], 0.0f);
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+		for (int k = 0; k < NK; k++)
+			ldsm4(qf[mi][k], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++)
+			o[mi][n][0] = o[mi][n][1] = o[mi][n][2] = o[mi][n][3] = 0.0f;
+		m[mi][0] = m[mi][1] = -INFINITY;
+		l[mi][0] = l[mi][1] = 0.0f;
 	}
-	__syncthreads();
+	__syncthreads(); // the query tile's space becomes the second key/value buffer
 	for (int t = 0; t < nt; t++) {
-		wm::fragment<wm::accumulator, 16, 16, 16, float> sf[TC_TILE / 16];
-		wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pf[TC_TILE / 16];
-		float mx[2] = { -INFINITY, -INFINITY }, corr[2];
-		const T *Kt = (t & 1) ? Qs : Ks, *Vt = (t & 1) ? Xs : Vs;
-		int j0 = t * TC_TILE;
-		bool diag = j0 + TC_TILE > rbase || j0 + TC_TILE > g.T;
+		const T *Kt = (t & 1) ? K1 : K0, *Vt = (t & 1) ? V1 : V0;
+		int j0 = t * KT;
 
 		if (t + 1 < nt) {
-			tc_load_async<T, HD>((t & 1) ? Ks : Qs, base + ko, g.row, j0 + TC_TILE, g.T);
-			tc_load_async<T, HD>((t & 1) ? Vs : Xs, base + vo, g.row, j0 + TC_TILE, g.T);
+			fa_load<T, HD, KT>((t & 1) ? K0 : K1, base + ko, g.row, j0 + KT, g.T);
+			fa_load<T, HD, KT>((t & 1) ? V0 : V1, base + vo, g.row, j0 + KT, g.T);
 		}
 		cp_commit();
 		cp_wait<1>();
 		__syncthreads();
-		for (int n = 0; n < TC_TILE / 16; n++) {
-			wm::fill_fragment(sf[n], 0.0f);
-			for (int k = 0; k < HD / 16; k++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kf;
-				wm::load_matrix_sync(kf, Kt + 16 * n * D::LDT + 16 * k, D::LDT);
-				wm::mma_sync(sf[n], qf[k], kf, sf[n]);
-			}
-			for (int e = 0; e < 8; e++) {
-				int i = rbase + fr_row(lane, e), j = j0 + 16 * n + fr_col(lane, e);
-				float v = sf[n].x[e] * sl2;
-				if (diag && !(j <= i && j < g.T))
-					v = -INFINITY;
-				sf[n].x[e] = v;
-				mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], v);
-			}
-		}
-		for (int h2 = 0; h2 < 2; h2++) {
-			float mn;
-			mx[h2] = fmaxf(mx[h2], __shfl_xor_sync(0xffffffffu, mx[h2], 1));
-			mx[h2] = fmaxf(mx[h2], __shfl_xor_sync(0xffffffffu, mx[h2], 2));
-			mn = fmaxf(m[h2], mx[h2]);
-			corr[h2] = exp2f(m[h2] - mn);
-			m[h2] = mn;
-			l[h2] *= corr[h2];
-		}
-		for (int n = 0; n < TC_TILE / 16; n++)
-			for (int e = 0; e < 8; e++) {
-				float p = exp2f(sf[n].x[e] - m[(e >> 1) & 1]);
-				T pb = from_f<T>(p);
-				l[(e >> 1) & 1] += to_f(pb); // the sum of what P.V multiplies
-				pf[n].x[e] = pb;
-			}
-		for (int n = 0; n < HD / 16; n++) {
-			for (int e = 0; e < 8; e++)
-				of[n].x[e] *= corr[(e >> 1) & 1];
-			for (int k = 0; k < TC_TILE / 16; k++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> vf;
-				wm::load_matrix_sync(vf, Vt + 16 * k * D::LDT + 16 * n, D::LDT);
-				wm::mma_sync(of[n], pf[k], vf, of[n]);
+		if (j0 <= rbase + RW - 1) { // else every key of the tile is after this warp's rows
+			float s[MI][KT / 8][4];
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int n = 0; n < KT / 8; n++)
+					s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.0f;
+#pragma unroll
+			for (int k = 0; k < NK; k++)
+#pragma unroll
+				for (int n = 0; n < KT / 16; n++) {
+					unsigned kb[4];
+					ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
+#pragma unroll
+					for (int mi = 0; mi < MI; mi++) {
+						mma16816<T>(s[mi][2 * n], qf[mi][k], kb[0], kb[1]);
+						mma16816<T>(s[mi][2 * n + 1], qf[mi][k], kb[2], kb[3]);
+					}
+				}
+			if (j0 + KT - 1 > rbase || j0 + KT > g.T) // keys after some row, or past the end
+#pragma unroll
+				for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+					for (int n = 0; n < KT / 8; n++)
+#pragma unroll
+						for (int e = 0; e < 4; e++) {
+							int i = rbase + 16 * mi + gr + 8 * (e >> 1), j = j0 + 8 * n + tc + (e & 1);
+							if (j > i || j >= g.T)
+								s[mi][n][e] = -INFINITY;
+						}
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					float mx = -INFINITY, mn, corr;
+#pragma unroll
+					for (int n = 0; n < KT / 8; n++)
+						mx = fmaxf(mx, fmaxf(s[mi][n][2 * h], s[mi][n][2 * h + 1]));
+					mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+					mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+					mn = fmaxf(m[mi][h], mx * sl2);
+					corr = ex2(m[mi][h] - mn);
+					m[mi][h] = mn;
+					l[mi][h] *= corr;
+#pragma unroll
+					for (int n = 0; n < HD / 8; n++) {
+						o[mi][n][2 * h] *= corr;
+						o[mi][n][2 * h + 1] *= corr;
+					}
+				}
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				unsigned pf[MI][4];
+#pragma unroll
+				for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+					for (int r = 0; r < 4; r++) {
+						// register r: keys block 2kk + r/2, row half r%2
+						const float *sv = s[mi][2 * kk + r / 2] + 2 * (r % 2);
+						float p0 = ex2(sv[0] * sl2 - m[mi][r % 2]), p1 = ex2(sv[1] * sl2 - m[mi][r % 2]);
+						pf[mi][r] = pack2<T>(p0, p1);
+						l[mi][r % 2] += sum2<T>(pf[mi][r]); // the sum of what P.V multiplies
+					}
+#pragma unroll
+				for (int n = 0; n < HD / 16; n++) {
+					unsigned vb[4];
+					ldsm4t(vb, at_a(Vt + 16 * kk * LDT + 16 * n, LDT, lane));
+#pragma unroll
+					for (int mi = 0; mi < MI; mi++) {
+						mma16816<T>(o[mi][2 * n], pf[mi], vb[0], vb[1]);
+						mma16816<T>(o[mi][2 * n + 1], pf[mi], vb[2], vb[3]);
+					}
+				}
 			}
 		}
 		__syncthreads(); // the buffer read here is the one the next step loads into
 	}
-	for (int h2 = 0; h2 < 2; h2++) {
-		l[h2] += __shfl_xor_sync(0xffffffffu, l[h2], 1);
-		l[h2] += __shfl_xor_sync(0xffffffffu, l[h2], 2);
-	}
-	for (int n = 0; n < HD / 16; n++)
-		for (int e = 0; e < 8; e++) {
-			int i = rbase + fr_row(lane, e), c = 16 * n + fr_col(lane, e);
-			if (i < g.T)
-				y[((int64_t)b * g.T + i) * g.np * HD + hh * HD + c] = from_f<T>(of[n].x[e] / l[(e >> 1) & 1]);
-		}
-	if (lane % 4 == 0)
-		for (int h2 = 0; h2 < 2; h2++) {
-			int i = rbase + lane / 4 + 8 * h2;
-			if (i < g.T)
-				lse[((int64_t)b * g.np + hh) * g.T + i] = (m[h2] + log2f(l[h2])) * (1.0f / LOG2E);
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int i = rbase + 16 * mi + gr + 8 * h;
+			float inv;
+			l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 1);
+			l[mi][h] += __shfl_xor_sync(0xffffffffu, l[mi][h], 2);
+			inv = 1.0f / l[mi][h];
+			if (i >= g.T)
+				continue;
+			T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+				*(unsigned *)(yr + 8 * n + tc) = pack2<T>(o[mi][n][2 * h] * inv, o[mi][n][2 * h + 1] * inv);
+			if (lane % 4 == 0)
+				lse[((int64_t)b * g.np + hh) * g.T + i] = (m[mi][h] + log2f(l[mi][h])) * (1.0f / LOG2E);
 		}
 }
 
-template <typename T, int HD>
-static int fwd_reg(void *y, float *lse, const void *qkv, int B, geo g)
+// query gradients: a block of 64 * MI queries, four warps of 16 * MI rows, keys and
+// values streamed as in the forward; writes D = sum(dy * y) of each row for the next
+// kernel
+template <typename T, int HD, int MI>
+__global__ void __launch_bounds__(FA_THREADS, 2) fa_bwd_dq(T *dqkv, float *Dsum, const T *dy, const T *y,
+							   const float *lse, const T *qkv, geo g)
 {
-	size_t sm = (size_t)TC_TILE * 4 * tcdims<HD>::LDT * 2;
-	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_reg<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-	attn_fwd_reg<T, HD><<<dim3((unsigned)((g.T + TC_TILE - 1) / TC_TILE), (unsigned)g.np, (unsigned)B), TC_THREADS, sm, MT_STREAM>>>(
-		(T *)y, lse, (const T *)qkv, g);
-	MT_LAUNCH_CHECK("attention");
-	return 0;
-}
-
-
-// the 16-bit backward (bf16 and fp16), the same way: scores and their gradients stay in
-// registers and become matrix_a fragments of the dQ, dK and dV products. The streamed
-// tiles (keys/values in the dQ kernel, queries/output gradients in the dK/dV kernel)
-// come in by cp.async, two buffers deep: the next tile loads while this one is worked
-// on. The second buffer is the shared memory that held the block's own rows, free once
-// they are in registers, so the blocks need no more shared memory than before.
-// Probabilities as exp2(s * scale * log2(e) - lse * log2(e)).
-
-
-template <typename T, int HD>
-__global__ void __launch_bounds__(TC_THREADS) attn_bwd_dq_reg(T *dqkv, float *Dsum, const T *dy, const T *y,
-							      const float *lse, const T *qkv, geo g)
-{
-	using D = tcdims<HD>;
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64 * MI, RW = 16 * MI;
 	extern __shared__ __align__(128) unsigned char sm[];
-	T *Qs = (T *)sm, *dOs = Qs + TC_TILE * D::LDT, *Ks = dOs + TC_TILE * D::LDT, *Vs = Ks + TC_TILE * D::LDT;
-	float *Lr = (float *)(Vs + TC_TILE * D::LDT), *Dr_s = Lr + TC_TILE;
+	// the second key/value buffer is the query and output-gradient tiles' space (>= 128 rows)
+	T *Qs = (T *)sm, *dOs = Qs + QT * LDT, *K0 = dOs + QT * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
+	float *Ls = (float *)(V0 + KT * LDT), *Ds = Ls + QT;
 	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
-	int w = threadIdx.x / 32, lane = threadIdx.x % 32, r = 16 * w + lane / 2, half = lane % 2;
-	int q0 = qt * TC_TILE, i = q0 + r, nt = min(qt + 1, (g.T + TC_TILE - 1) / TC_TILE);
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
+	int q0 = qt * QT, rbase = q0 + RW * w, nt = min((q0 + QT + KT - 1) / KT, (g.T + KT - 1) / KT);
 	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
 	const T *base = qkv + (int64_t)b * g.T * g.row;
 	const T *dyb = dy + (int64_t)b * g.T * g.np * HD + hh * HD;
-	float Dr = 0, Lrow[2], Drow[2], sl2 = g.scale * LOG2E;
-	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> qf[HD / 16], df[HD / 16];
-	wm::fragment<wm::accumulator, 16, 16, 16, float> dq[HD / 16];
+	float sl2 = g.scale * LOG2E, Lr[MI][2], Dr[MI][2], dq[MI][HD / 8][4];
+	unsigned qf[MI][NK][4], df[MI][NK][4];
 
-	tc_load_async<T, HD>(Qs, base + qo, g.row, q0, g.T);
-	tc_load_async<T, HD>(dOs, dyb, (int64_t)g.np * HD, q0, g.T);
+	fa_load<T, HD, QT>(Qs, base + qo, g.row, q0, g.T);
+	fa_load<T, HD, QT>(dOs, dyb, (int64_t)g.np * HD, q0, g.T);
 	cp_commit();
-	tc_load_async<T, HD>(Ks, base + ko, g.row, 0, g.T);
-	tc_load_async<T, HD>(Vs, base + vo, g.row, 0, g.T);
+	fa_load<T, HD, KT>(K0, base + ko, g.row, 0, g.T);
+	fa_load<T, HD, KT>(V0, base + vo, g.row, 0, g.T);
 	cp_commit();
 	cp_wait<1>();
 	__syncthreads();
-	if (i < g.T) {
-		const T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
-		for (int c = half * (HD / 2); c < (half + 1) * (HD / 2); c++)
-			Dr += to_f(dOs[r * D::LDT + c]) * to_f(yr[c]);
+	for (int r = threadIdx.x; r < QT; r += FA_THREADS) { // D and lse, one row a thread
+		int i = q0 + r;
+		float D = 0.0f;
+		if (i < g.T) {
+			const T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
+#pragma unroll
+			for (int c = 0; c < HD; c += 8) {
+				int4 a = *(const int4 *)(dOs + r * LDT + c), v = *(const int4 *)(yr + c);
+				const T *ae = (const T *)&a, *ve = (const T *)&v;
+#pragma unroll
+				for (int e = 0; e < 8; e++)
+					D += to_f(ae[e]) * to_f(ve[e]);
+			}
+			Dsum[((int64_t)b * g.np + hh) * g.T + i] = D;
+		}
+		Ds[r] = D;
+		Ls[r] = i < g.T ? lse[((int64_t)b * g.np + hh) * g.T + i] * LOG2E : 0.0f;
 	}
-	Dr += __shfl_xor_sync(0xffffffffu, Dr, 1);
-	if (half == 0) {
-		Dr_s[r] = Dr;
-		Lr[r] = i < g.T ? lse[((int64_t)b * g.np + hh) * g.T + i] * LOG2E : 0.0f;
-		if (i < g.T)
-			Dsum[((int64_t)b * g.np + hh) * g.T + i] = Dr;
+	__syncthreads();
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+		for (int k = 0; k < NK; k++) {
+			ldsm4(qf[mi][k], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+			ldsm4(df[mi][k], at_a(dOs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+		}
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++)
+			dq[mi][n][0] = dq[mi][n][1] = dq[mi][n][2] = dq[mi][n][3] = 0.0f;
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			Lr[mi][h] = Ls[RW * w + 16 * mi + gr + 8 * h];
+			Dr[mi][h] = Ds[RW * w + 16 * mi + gr + 8 * h];
+		}
 	}
-	__syncwarp();
-	for (int h2 = 0; h2 < 2; h2++) {
-		Lrow[h2] = Lr[16 * w + lane / 4 + 8 * h2];
-		Drow[h2] = Dr_s[16 * w + lane / 4 + 8 * h2];
-	}
-	for (int k = 0; k < HD / 16; k++) {
-		wm::load_matrix_sync(qf[k], Qs + 16 * w * D::LDT + 16 * k, D::LDT);
-		wm::load_matrix_sync(df[k], dOs + 16 * w * D::LDT + 16 * k, D::LDT);
-		wm::fill_fragment(dq[k], 0.0f);
-	}
-	__syncthreads(); // Qs and dOs become the second key/value buffer
+	__syncthreads(); // the query tile's space becomes the second key/value buffer
 	for (int t = 0; t < nt; t++) {
-		const T *Kt = (t & 1) ? Qs : Ks, *Vt = (t & 1) ? dOs : Vs;
-		int j0 = t * TC_TILE;
-		bool diag = j0 + TC_TILE > q0 + 16 * w || j0 + TC_TILE > g.T || q0 + 16 * w + 16 > g.T;
+		const T *Kt = (t & 1) ? K1 : K0, *Vt = (t & 1) ? V1 : V0;
+		int j0 = t * KT;
 
 		if (t + 1 < nt) {
-			tc_load_async<T, HD>((t & 1) ? Ks : Qs, base + ko, g.row, j0 + TC_TILE, g.T);
-			tc_load_async<T, HD>((t & 1) ? Vs : dOs, base + vo, g.row, j0 + TC_TILE, g.T);
+			fa_load<T, HD, KT>((t & 1) ? K0 : K1, base + ko, g.row, j0 + KT, g.T);
+			fa_load<T, HD, KT>((t & 1) ? V0 : V1, base + vo, g.row, j0 + KT, g.T);
 		}
 		cp_commit();
 		cp_wait<1>();
 		__syncthreads();
-		for (int n = 0; n < TC_TILE / 16; n++) {
-			wm::fragment<wm::accumulator, 16, 16, 16, float> sf, dp;
-			wm::fill_fragment(sf, 0.0f);
-			wm::fill_fragment(dp, 0.0f);
-			for (int k = 0; k < HD / 16; k++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> kf, vf;
-				wm::load_matrix_sync(kf, Kt + 16 * n * D::LDT + 16 * k, D::LDT);
-				wm::load_matrix_sync(vf, Vt + 16 * n * D::LDT + 16 * k, D::LDT);
-				wm::mma_sync(sf, qf[k], kf, sf);
-				wm::mma_sync(dp, df[k], vf, dp);
+#pragma unroll
+		for (int n = 0; n < KT / 16; n++) { // 16 keys at a time
+			float s[MI][2][4], dp[MI][2][4];
+			unsigned ds[MI][4];
+			if (j0 + 16 * n > rbase + RW - 1) // every key after this warp's rows
+				break;
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						s[mi][h][e] = dp[mi][h][e] = 0.0f;
+#pragma unroll
+			for (int k = 0; k < NK; k++) {
+				unsigned kb[4], vb[4];
+				ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
+				ldsm4(vb, at_b(Vt + 16 * n * LDT + 16 * k, LDT, lane));
+#pragma unroll
+				for (int mi = 0; mi < MI; mi++) {
+					mma16816<T>(s[mi][0], qf[mi][k], kb[0], kb[1]);
+					mma16816<T>(s[mi][1], qf[mi][k], kb[2], kb[3]);
+					mma16816<T>(dp[mi][0], df[mi][k], vb[0], vb[1]);
+					mma16816<T>(dp[mi][1], df[mi][k], vb[2], vb[3]);
+				}
 			}
-			wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> dsf;
-			for (int e = 0; e < 8; e++) {
-				int h2 = (e >> 1) & 1, ii = q0 + 16 * w + fr_row(lane, e), j = j0 + 16 * n + fr_col(lane, e);
-				float p = exp2f(sf.x[e] * sl2 - Lrow[h2]);
-				if (diag && !(j <= ii && j < g.T && ii < g.T))
-					p = 0.0f;
-				dsf.x[e] = from_f<T>(p * (dp.x[e] - Drow[h2]));
-			}
-			// this block of 16 keys' share of dQ at once: one dS fragment live, not four
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int hb = 0; hb < 2; hb++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						s[mi][hb][e] = ex2(s[mi][hb][e] * sl2 - Lr[mi][e >> 1]); // P
+			// keys after some row, or keys or rows past the end
+			if (j0 + 16 * n + 15 > rbase || j0 + 16 * n + 16 > g.T || rbase + RW > g.T)
+#pragma unroll
+				for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+					for (int hb = 0; hb < 2; hb++)
+#pragma unroll
+						for (int e = 0; e < 4; e++) {
+							int i = rbase + 16 * mi + gr + 8 * (e >> 1), j = j0 + 16 * n + 8 * hb + tc + (e & 1);
+							if (j > i || j >= g.T || i >= g.T)
+								s[mi][hb][e] = 0.0f;
+						}
+#pragma unroll
+			for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+				for (int r = 0; r < 4; r++) { // register r: keys 8 (r / 2), row half r % 2
+					const float *p = s[mi][r / 2] + 2 * (r % 2), *d = dp[mi][r / 2] + 2 * (r % 2);
+					ds[mi][r] = pack2<T>(p[0] * (d[0] - Dr[mi][r % 2]), p[1] * (d[1] - Dr[mi][r % 2]));
+				}
+			// these 16 keys' share of dQ
+#pragma unroll
 			for (int c = 0; c < HD / 16; c++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> kf;
-				wm::load_matrix_sync(kf, Kt + 16 * n * D::LDT + 16 * c, D::LDT);
-				wm::mma_sync(dq[c], dsf, kf, dq[c]);
+				unsigned kb[4];
+				ldsm4t(kb, at_a(Kt + 16 * n * LDT + 16 * c, LDT, lane));
+#pragma unroll
+				for (int mi = 0; mi < MI; mi++) {
+					mma16816<T>(dq[mi][2 * c], ds[mi], kb[0], kb[1]);
+					mma16816<T>(dq[mi][2 * c + 1], ds[mi], kb[2], kb[3]);
+				}
 			}
 		}
 		__syncthreads(); // the buffer read here is the one the next step loads into
 	}
-	for (int n = 0; n < HD / 16; n++)
-		for (int e = 0; e < 8; e++) {
-			int ii = q0 + 16 * w + fr_row(lane, e), c = 16 * n + fr_col(lane, e);
-			if (ii < g.T)
-				dqkv[((int64_t)b * g.T + ii) * g.row + qo + c] = from_f<T>(dq[n].x[e] * g.scale);
+#pragma unroll
+	for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int i = rbase + 16 * mi + gr + 8 * h;
+			if (i >= g.T)
+				continue;
+			T *dr = dqkv + ((int64_t)b * g.T + i) * g.row + qo;
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+				*(unsigned *)(dr + 8 * n + tc) = pack2<T>(dq[mi][n][2 * h] * g.scale, dq[mi][n][2 * h + 1] * g.scale);
 		}
 }
 
+// key and value gradients: a block of 64 keys, four warps of 16 key rows, the query
+// tiles of the group's heads (queries, output gradients, lse, D) streamed through two
+// cp.async buffers, 32 queries at a time (16 at head size 128); S and dP are computed transposed (keys as
+// rows) so that P^T and dS^T are A operands of the dV and dK products straight away
 template <typename T, int HD>
-__global__ void __launch_bounds__(TC_THREADS) attn_bwd_dkv_reg(T *dqkv, const float *Dsum, const T *dy,
-							       const float *lse, const T *qkv, geo g)
+__global__ void __launch_bounds__(FA_THREADS, HD <= 64 ? 3 : 2) fa_bwd_dkv(T *dqkv, const float *Dsum, const T *dy,
+							    const float *lse, const T *qkv, geo g)
 {
-	using D = tcdims<HD>;
+	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64, QB = HD <= 64 ? 2 : 1; // QB: 16-query blocks a step
 	extern __shared__ __align__(128) unsigned char sm[];
-	T *Ks = (T *)sm, *Vs = Ks + TC_TILE * D::LDT, *Qs = Vs + TC_TILE * D::LDT, *dOs = Qs + TC_TILE * D::LDT;
-	float *LD = (float *)(dOs + TC_TILE * D::LDT); // [2 buffers][lse, D][64]
+	T *Ks = (T *)sm, *Vs = Ks + KT * LDT, *Q0 = Vs + KT * LDT, *O0 = Q0 + QT * LDT, *Q1 = Ks, *O1 = Vs;
+	float *LD = (float *)(O0 + QT * LDT); // [2 buffers][lse, D][64]
 	int kt = blockIdx.x, b = blockIdx.z, grp = blockIdx.y;
-	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int k0 = kt * TC_TILE, tiles = (g.T + TC_TILE - 1) / TC_TILE, nq = tiles - kt, nt = nq * g.per;
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
+	int k0 = kt * KT, kr = k0 + 16 * w, tiles = (g.T + QT - 1) / QT, nq = tiles - kt, nt = nq * g.per;
 	int ko = k_off(g, grp, HD), vo = ko + HD;
 	const T *base = qkv + (int64_t)b * g.T * g.row;
-	float sl2 = g.scale * LOG2E;
-	wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> kf[HD / 16], vf[HD / 16];
-	wm::fragment<wm::accumulator, 16, 16, 16, float> dk[HD / 16], dv[HD / 16];
+	float sl2 = g.scale * LOG2E, dk[HD / 8][4], dv[HD / 8][4];
+	unsigned kf[NK][4], vf[NK][4];
 
 	// query tile t: head grp * per + t / nq, rows k0 + (t % nq) * 64
 	auto load = [&](int t, int buf) {
-		int hh = grp * g.per + t / nq, i0 = k0 + (t % nq) * TC_TILE;
-		float *Lb = LD + buf * 2 * TC_TILE;
-		tc_load_async<T, HD>(buf ? Ks : Qs, base + q_off(g, hh, HD), g.row, i0, g.T);
-		tc_load_async<T, HD>(buf ? Vs : dOs, dy + (int64_t)b * g.T * g.np * HD + hh * HD, (int64_t)g.np * HD, i0, g.T);
-		for (int c = threadIdx.x; c < TC_TILE; c += TC_THREADS) {
+		int hh = grp * g.per + t / nq, i0 = k0 + (t % nq) * QT;
+		float *Lb = LD + buf * 2 * QT;
+		fa_load<T, HD, QT>(buf ? Q1 : Q0, base + q_off(g, hh, HD), g.row, i0, g.T);
+		fa_load<T, HD, QT>(buf ? O1 : O0, dy + (int64_t)b * g.T * g.np * HD + hh * HD, (int64_t)g.np * HD, i0, g.T);
+		for (int c = threadIdx.x; c < QT; c += FA_THREADS) {
 			int64_t at = ((int64_t)b * g.np + hh) * g.T + i0 + c;
 			if (i0 + c < g.T) {
 				cp4(Lb + c, lse + at);
-				cp4(Lb + TC_TILE + c, Dsum + at);
+				cp4(Lb + QT + c, Dsum + at);
 			} else {
 				Lb[c] = 0;
-				Lb[TC_TILE + c] = 0;
+				Lb[QT + c] = 0;
 			}
 		}
 	};
 
-	tc_load_async<T, HD>(Ks, base + ko, g.row, k0, g.T);
-	tc_load_async<T, HD>(Vs, base + vo, g.row, k0, g.T);
+	fa_load<T, HD, KT>(Ks, base + ko, g.row, k0, g.T);
+	fa_load<T, HD, KT>(Vs, base + vo, g.row, k0, g.T);
 	cp_commit();
 	load(0, 0);
 	cp_commit();
 	cp_wait<1>();
 	__syncthreads();
-	for (int k = 0; k < HD / 16; k++) {
-		wm::load_matrix_sync(kf[k], Ks + 16 * w * D::LDT + 16 * k, D::LDT);
-		wm::load_matrix_sync(vf[k], Vs + 16 * w * D::LDT + 16 * k, D::LDT);
-		wm::fill_fragment(dk[k], 0.0f);
-		wm::fill_fragment(dv[k], 0.0f);
+#pragma unroll
+	for (int k = 0; k < NK; k++) {
+		ldsm4(kf[k], at_a(Ks + 16 * w * LDT + 16 * k, LDT, lane));
+		ldsm4(vf[k], at_a(Vs + 16 * w * LDT + 16 * k, LDT, lane));
 	}
-	__syncthreads(); // Ks and Vs become the second query buffer
+#pragma unroll
+	for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			dk[n][e] = dv[n][e] = 0.0f;
+	__syncthreads(); // the key/value tile's space becomes the second query buffer
 	for (int t = 0; t < nt; t++) {
-		const T *Qt = (t & 1) ? Ks : Qs, *Ot = (t & 1) ? Vs : dOs;
-		const float *Ls = LD + (t & 1) * 2 * TC_TILE, *Ds = Ls + TC_TILE;
-		int i0 = k0 + (t % nq) * TC_TILE;
-		bool diag = i0 < k0 + 16 * w + 16 || i0 + TC_TILE > g.T || k0 + 16 * w + 16 > g.T;
+		const T *Qt = (t & 1) ? Q1 : Q0, *Ot = (t & 1) ? O1 : O0;
+		const float *Lt = LD + (t & 1) * 2 * QT, *Dt = Lt + QT;
+		int i0 = k0 + (t % nq) * QT;
+		bool diag = i0 < kr + 15 || i0 + QT > g.T || kr + 16 > g.T;
 
 		if (t + 1 < nt)
 			load(t + 1, (t + 1) & 1);
 		cp_commit();
 		cp_wait<1>();
 		__syncthreads();
-		for (int n = 0; n < TC_TILE / 16; n++) {
-			wm::fragment<wm::accumulator, 16, 16, 16, float> sf, dp;
-			wm::fill_fragment(sf, 0.0f);
-			wm::fill_fragment(dp, 0.0f);
-			for (int k = 0; k < HD / 16; k++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> qb, db;
-				wm::load_matrix_sync(qb, Qt + 16 * n * D::LDT + 16 * k, D::LDT);
-				wm::load_matrix_sync(db, Ot + 16 * n * D::LDT + 16 * k, D::LDT);
-				wm::mma_sync(sf, kf[k], qb, sf);
-				wm::mma_sync(dp, vf[k], db, dp);
-			}
-			wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> pt, dst;
-			for (int e = 0; e < 8; e++) {
-				int c = 16 * n + fr_col(lane, e), ii = i0 + c, j = k0 + 16 * w + fr_row(lane, e);
-				float p = exp2f(sf.x[e] * sl2 - Ls[c] * LOG2E);
-				if (diag && !(ii >= j && ii < g.T && j < g.T))
-					p = 0.0f;
-				pt.x[e] = from_f<T>(p);
-				dst.x[e] = from_f<T>(p * (dp.x[e] - Ds[c]));
-			}
-			// this block of 16 queries' share of dV and dK at once
-			for (int c = 0; c < HD / 16; c++) {
-				wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> ob, qb;
-				wm::load_matrix_sync(ob, Ot + 16 * n * D::LDT + 16 * c, D::LDT);
-				wm::load_matrix_sync(qb, Qt + 16 * n * D::LDT + 16 * c, D::LDT);
-				wm::mma_sync(dv[c], pt, ob, dv[c]);
-				wm::mma_sync(dk[c], dst, qb, dk[c]);
-			}
+#pragma unroll
+		for (int n2 = 0; n2 < QT / (16 * QB); n2++) {
+			float s[QB][2][4], dp[QB][2][4]; // [16-query block][8-query half][element]
+			unsigned pt[QB][4], dst[QB][4];
+			if (i0 + 16 * QB * (n2 + 1) - 1 < kr) // every query before this warp's keys
+				continue;
+#pragma unroll
+			for (int q = 0; q < QB; q++)
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						s[q][h][e] = dp[q][h][e] = 0.0f;
+#pragma unroll
+			for (int k = 0; k < NK; k++)
+#pragma unroll
+				for (int q = 0; q < QB; q++) {
+					unsigned qb[4], ob[4];
+					ldsm4(qb, at_b(Qt + (16 * QB * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
+					ldsm4(ob, at_b(Ot + (16 * QB * n2 + 16 * q) * LDT + 16 * k, LDT, lane));
+					mma16816<T>(s[q][0], kf[k], qb[0], qb[1]);
+					mma16816<T>(s[q][1], kf[k], qb[2], qb[3]);
+					mma16816<T>(dp[q][0], vf[k], ob[0], ob[1]);
+					mma16816<T>(dp[q][1], vf[k], ob[2], ob[3]);
+				}
+#pragma unroll
+			for (int q = 0; q < QB; q++)
+#pragma unroll
+				for (int hb = 0; hb < 2; hb++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) // P^T
+						s[q][hb][e] = ex2(s[q][hb][e] * sl2 - Lt[16 * QB * n2 + 16 * q + 8 * hb + tc + (e & 1)] * LOG2E);
+			if (diag)
+#pragma unroll
+				for (int q = 0; q < QB; q++)
+#pragma unroll
+					for (int hb = 0; hb < 2; hb++)
+#pragma unroll
+						for (int e = 0; e < 4; e++) {
+							int i = i0 + 16 * QB * n2 + 16 * q + 8 * hb + tc + (e & 1), j = kr + gr + 8 * (e >> 1);
+							if (i < j || i >= g.T || j >= g.T)
+								s[q][hb][e] = 0.0f;
+						}
+#pragma unroll
+			for (int q = 0; q < QB; q++)
+#pragma unroll
+				for (int r = 0; r < 4; r++) { // register r: queries 8 (r / 2), key half r % 2
+					int c = 16 * QB * n2 + 16 * q + 8 * (r / 2) + tc;
+					const float *p = s[q][r / 2] + 2 * (r % 2), *d = dp[q][r / 2] + 2 * (r % 2);
+					pt[q][r] = pack2<T>(p[0], p[1]);
+					dst[q][r] = pack2<T>(p[0] * (d[0] - Dt[c]), p[1] * (d[1] - Dt[c + 1]));
+				}
+			// these queries' share of dV and dK
+#pragma unroll
+			for (int q = 0; q < QB; q++)
+#pragma unroll
+				for (int c = 0; c < HD / 16; c++) {
+					unsigned ob[4], qb[4];
+					ldsm4t(ob, at_a(Ot + (16 * QB * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
+					ldsm4t(qb, at_a(Qt + (16 * QB * n2 + 16 * q) * LDT + 16 * c, LDT, lane));
+					mma16816<T>(dv[2 * c], pt[q], ob[0], ob[1]);
+					mma16816<T>(dv[2 * c + 1], pt[q], ob[2], ob[3]);
+					mma16816<T>(dk[2 * c], dst[q], qb[0], qb[1]);
+					mma16816<T>(dk[2 * c + 1], dst[q], qb[2], qb[3]);
+				}
 		}
 		__syncthreads(); // the buffer read here is the one the next step loads into
 	}
-	for (int n = 0; n < HD / 16; n++)
-		for (int e = 0; e < 8; e++) {
-			int j = k0 + 16 * w + fr_row(lane, e), c = 16 * n + fr_col(lane, e);
-			if (j < g.T) {
-				dqkv[((int64_t)b * g.T + j) * g.row + ko + c] = from_f<T>(dk[n].x[e] * g.scale);
-				dqkv[((int64_t)b * g.T + j) * g.row + vo + c] = from_f<T>(dv[n].x[e]);
-			}
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int j = kr + gr + 8 * h;
+		if (j >= g.T)
+			continue;
+		T *kr_ = dqkv + ((int64_t)b * g.T + j) * g.row + ko, *vr = kr_ + HD;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			*(unsigned *)(kr_ + 8 * n + tc) = pack2<T>(dk[n][2 * h] * g.scale, dk[n][2 * h + 1] * g.scale);
+			*(unsigned *)(vr + 8 * n + tc) = pack2<T>(dv[n][2 * h], dv[n][2 * h + 1]);
 		}
+	}
 }
 
 template <typename T, int HD>
-static int bwd_reg(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B, geo g,
-		   float *scratch)
+static int fa_fwd_launch(void *y, float *lse, const void *qkv, int B, geo g)
 {
-	unsigned tiles = (unsigned)((g.T + TC_TILE - 1) / TC_TILE);
-	size_t sm = (size_t)TC_TILE * 4 * tcdims<HD>::LDT * 2 + 4 * TC_TILE * 4;
-	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dq_reg<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-	MT_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dkv_reg<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-	attn_bwd_dq_reg<T, HD><<<dim3(tiles, (unsigned)g.np, (unsigned)B), TC_THREADS, sm, MT_STREAM>>>(
+	constexpr int MI = HD <= 64 ? 2 : 1, QT = 64 * MI, QR = QT > 128 ? QT : 128;
+	size_t sm = (size_t)(QR + 128) * (HD + 8) * sizeof(T);
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_fwd<T, HD, MI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	fa_fwd<T, HD, MI><<<dim3((unsigned)((g.T + QT - 1) / QT), (unsigned)g.np, (unsigned)B), FA_THREADS, sm, MT_STREAM>>>(
+		(T *)y, lse, (const T *)qkv, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
+template <typename T, int HD>
+static int fa_bwd_launch(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B, geo g,
+			 float *scratch)
+{
+	constexpr int MI = HD <= 64 ? 2 : 1, QT = 64 * MI;
+	size_t smq = (size_t)(2 * QT + 128) * (HD + 8) * sizeof(T) + 2 * QT * 4;
+	size_t smk = (size_t)256 * (HD + 8) * sizeof(T) + 4 * 64 * 4;
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_bwd_dq<T, HD, MI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smq));
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_bwd_dkv<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smk));
+	fa_bwd_dq<T, HD, MI><<<dim3((unsigned)((g.T + QT - 1) / QT), (unsigned)g.np, (unsigned)B), FA_THREADS, smq, MT_STREAM>>>(
 		(T *)dqkv, scratch, (const T *)dy, (const T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
-	attn_bwd_dkv_reg<T, HD><<<dim3(tiles, (unsigned)g.ng, (unsigned)B), TC_THREADS, sm, MT_STREAM>>>(
+	fa_bwd_dkv<T, HD><<<dim3((unsigned)((g.T + 63) / 64), (unsigned)g.ng, (unsigned)B), FA_THREADS, smk, MT_STREAM>>>(
 		(T *)dqkv, scratch, (const T *)dy, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
@@ -626,23 +833,23 @@ template <typename T> static int try_fwd_tc(void *, float *, const void *, int, 
 template <typename T> static int try_bwd_tc(void *, const void *, const void *, const float *, const void *, int, geo, float *, int) { return 1; }
 template <> int try_fwd_tc<__nv_bfloat16>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
-	return hd == 64 ? fwd_reg<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
+	return hd == 64 ? fa_fwd_launch<__nv_bfloat16, 64>(y, lse, qkv, B, g) : hd == 128 ? fa_fwd_launch<__nv_bfloat16, 128>(y, lse, qkv, B, g) : 1;
 }
 template <> int try_fwd_tc<__half>(void *y, float *lse, const void *qkv, int B, geo g, int hd)
 {
-	return hd == 64 ? fwd_reg<__half, 64>(y, lse, qkv, B, g) : hd == 128 ? fwd_reg<__half, 128>(y, lse, qkv, B, g) : 1;
+	return hd == 64 ? fa_fwd_launch<__half, 64>(y, lse, qkv, B, g) : hd == 128 ? fa_fwd_launch<__half, 128>(y, lse, qkv, B, g) : 1;
 }
 template <> int try_bwd_tc<__nv_bfloat16>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 					  geo g, float *scratch, int hd)
 {
-	return hd == 64 ? bwd_reg<__nv_bfloat16, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
-	       : hd == 128 ? bwd_reg<__nv_bfloat16, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
+	return hd == 64 ? fa_bwd_launch<__nv_bfloat16, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
+	       : hd == 128 ? fa_bwd_launch<__nv_bfloat16, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
 }
 template <> int try_bwd_tc<__half>(void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 				   geo g, float *scratch, int hd)
 {
-	return hd == 64 ? bwd_reg<__half, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
-	       : hd == 128 ? bwd_reg<__half, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
+	return hd == 64 ? fa_bwd_launch<__half, 64>(dqkv, dy, y, lse, qkv, B, g, scratch)
+	       : hd == 128 ? fa_bwd_launch<__half, 128>(dqkv, dy, y, lse, qkv, B, g, scratch) : 1;
 }
 
 template <typename T>

@@ -116,10 +116,91 @@ __global__ void __launch_bounds__(THREADS) classifier_k(T *logits, float *loss, 
 	}
 }
 
+// the same for rows of up to REG_NV vectors a thread (13: 53,248 bf16 logits, GPT-2's 50257
+// and its padded 50304 among them; 16 would spill at 128 registers): the vectors
+// stay in registers from the first pass to the gradient, so the row is read once, not
+// twice; each thread takes the same elements in the same order as above (same bits)
+#define REG_NV 13
+template <typename T>
+__global__ void __launch_bounds__(THREADS) classifier_reg_k(T *logits, float *loss, const int32_t *target, int64_t V,
+							    int grad, float gscale)
+{
+	constexpr int VEC = rowparts<T>::VEC;
+	int64_t n = blockIdx.x;
+	T *z = logits + n * V;
+	int t = target[n];
+	float mx = -INFINITY, sum = 0, zt = 0;
+	rowparts<T> rp(z, V);
+	vec16<T> u[REG_NV];
+
+	if (t < 0) {
+		if (threadIdx.x == 0)
+			loss[n] = 0;
+		if (grad)
+			for (int64_t v = threadIdx.x; v < V; v += THREADS)
+				z[v] = from_f<T>(0.0f);
+		return;
+	}
+	if (threadIdx.x == 0)
+		zt = to_f(z[t]);
+#pragma unroll
+	for (int q = 0; q < REG_NV; q++) {
+		int64_t v = rp.head + ((int64_t)q * THREADS + threadIdx.x) * VEC;
+		if (v < rp.end)
+			u[q].v = *(const int4 *)(z + v);
+	}
+	for (int64_t v = threadIdx.x; v < rp.head; v += THREADS) {
+		float x = to_f(z[v]);
+		online<1>(mx, sum, &x);
+	}
+#pragma unroll
+	for (int q = 0; q < REG_NV; q++) {
+		int64_t v = rp.head + ((int64_t)q * THREADS + threadIdx.x) * VEC;
+		float x[VEC];
+		if (v >= rp.end)
+			break;
+		for (int k = 0; k < VEC; k++)
+			x[k] = to_f(u[q].e[k]);
+		online<VEC>(mx, sum, x);
+	}
+	for (int64_t v = rp.end + threadIdx.x; v < V; v += THREADS) {
+		float x = to_f(z[v]);
+		online<1>(mx, sum, &x);
+	}
+	{
+		float bm = block_reduce(mx, 1);
+		sum = block_reduce(sum > 0 ? sum * expf(mx - bm) : 0.0f, 0);
+		mx = bm;
+	}
+	if (threadIdx.x == 0)
+		loss[n] = logf(sum) + mx - zt;
+	if (grad) {
+		float inv = 1.0f / sum;
+		for (int64_t v = threadIdx.x; v < rp.head; v += THREADS)
+			z[v] = from_f<T>((expf(to_f(z[v]) - mx) * inv - (v == t ? 1.0f : 0.0f)) * gscale);
+#pragma unroll
+		for (int q = 0; q < REG_NV; q++) {
+			int64_t v = rp.head + ((int64_t)q * THREADS + threadIdx.x) * VEC;
+			if (v >= rp.end)
+				break;
+			for (int k = 0; k < VEC; k++)
+				u[q].e[k] = from_f<T>((expf(to_f(u[q].e[k]) - mx) * inv - (v + k == t ? 1.0f : 0.0f)) * gscale);
+			*(int4 *)(z + v) = u[q].v;
+		}
+		for (int64_t v = rp.end + threadIdx.x; v < V; v += THREADS)
+			z[v] = from_f<T>((expf(to_f(z[v]) - mx) * inv - (v == t ? 1.0f : 0.0f)) * gscale);
+	}
+}
+
 template <typename T>
 static int classifier(void *logits, float *loss, const int32_t *target, int64_t rows, int64_t V, int grad,
 		      float gscale)
 {
+	if (V <= (int64_t)REG_NV * THREADS * rowparts<T>::VEC) { // (a row's head and tail are fewer than a vector)
+		classifier_reg_k<T><<<(unsigned)rows, THREADS, 0, MT_STREAM>>>((T *)logits, loss, target, V, grad, gscale);
+		MT_LAUNCH_CHECK("classifier");
+		return 0;
+	}
 	classifier_k<T><<<(unsigned)rows, THREADS, 0, MT_STREAM>>>((T *)logits, loss, target, V, grad, gscale);
 	MT_LAUNCH_CHECK("classifier");
 	return 0;
