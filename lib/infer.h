@@ -59,6 +59,19 @@ struct mt_infer {
 	int64_t vocab, padded_vocab;
 };
 
+/* An engine's init: the sizes checked (at most batch_limit sequences; learned positions
+ * cover max_len) and e's public fields set. 0, or -1 with err set. */
+int mt_infer_setup(struct mt_infer *e, const struct mt_config *c, int max_batch, int max_len, int batch_limit,
+		   struct mt_err *err);
+/* What every engine checks first (infer.c): 1 <= n <= max_batch, slots in range, prompt
+ * lengths 1..max_len, token ids inside the padded vocabulary, with want_lp every prompt
+ * token after the first inside the real one (it has a log-probability), and no decode
+ * into a full slot (pos: tokens cached per slot). 0, or -1 with err set. */
+int mt_infer_check_prefill(const struct mt_infer *e, int n, const int *slots, const int32_t *const *tokens,
+			   const int *lens, int want_lp, struct mt_err *err);
+int mt_infer_check_decode(const struct mt_infer *e, int n, const int *slots, const int32_t *tokens, const int *pos,
+			  struct mt_err *err);
+
 extern const struct mt_infer_ops mt_infer_cpu;
 /* infer_cuda.c: one GPU, weights, activations and cache in bf16 or in fp32, logits in
  * fp32; init refuses where the build has no CUDA or no device is visible */

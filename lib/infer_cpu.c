@@ -13,6 +13,7 @@
 #include "infer.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,20 +101,10 @@ static int cpu_init(struct mt_infer *e, const struct mt_config *c, const struct 
 	memset(e, 0, sizeof(*e));
 	e->ops = &mt_infer_cpu;
 	e->state = s;
-	if (max_batch < 1 || max_len < 1) {
+	if (mt_infer_setup(e, c, max_batch, max_len, INT_MAX, err)) {
 		cpu_free(e);
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: batch %d and length %d must be positive", max_batch,
-				  max_len);
+		return -1;
 	}
-	if (c->position_embedding_type == MT_POS_LEARNED && max_len > c->max_position_embeddings) {
-		cpu_free(e);
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: length %d exceeds the model's %d learned positions",
-				  max_len, c->max_position_embeddings);
-	}
-	e->max_batch = max_batch;
-	e->max_len = max_len;
-	e->vocab = c->vocab_size;
-	e->padded_vocab = c->padded_vocab_size;
 	s->c = c;
 	s->t = t;
 	s->w = w;
@@ -326,21 +317,6 @@ static float logprob(const float *z, int64_t vocab, int32_t tok)
 	return (float)((double)z[tok] - mx - log(sum));
 }
 
-static int check_slot(struct mt_infer *e, int slot, struct mt_err *err)
-{
-	if (slot < 0 || slot >= e->max_batch)
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: slot %d outside 0..%d", slot, e->max_batch - 1);
-	return 0;
-}
-
-static int check_tok(struct mt_infer *e, int32_t tok, struct mt_err *err)
-{
-	if (tok < 0 || tok >= e->padded_vocab)
-		return mt_err_set(err, MT_EXIT_DATA, "inference engine: token id %d outside the vocabulary (0..%lld)", (int)tok,
-				  (long long)e->padded_vocab - 1);
-	return 0;
-}
-
 static int cpu_prefill(struct mt_infer *e, int n, const int *slots, const int32_t *const *tokens, const int *lens,
 		       float *logits, float *const *lp, struct mt_err *err)
 {
@@ -348,18 +324,10 @@ static int cpu_prefill(struct mt_infer *e, int n, const int *slots, const int32_
 	const float *wout = output_weight(s);
 	int i = 0, j = 0; /* next token: prompt i, position j */
 
-	for (int k = 0; k < n; k++) {
-		int slot = slots ? slots[k] : k;
-		if (check_slot(e, slot, err))
-			return -1;
-		if (lens[k] < 1 || lens[k] > e->max_len)
-			return mt_err_set(err, MT_EXIT_USAGE, "inference engine: prompt of %d tokens (1..%d fit)", lens[k],
-					  e->max_len);
-		for (int p = 0; p < lens[k]; p++)
-			if (check_tok(e, tokens[k][p], err))
-				return -1;
-		s->pos[slot] = 0;
-	}
+	if (mt_infer_check_prefill(e, n, slots, tokens, lens, lp != NULL, err))
+		return -1;
+	for (int k = 0; k < n; k++)
+		s->pos[slots ? slots[k] : k] = 0;
 	while (i < n) {
 		int64_t m = 0, nl = 0;
 		/* fill a chunk with the next rows, prompt after prompt */
@@ -410,14 +378,10 @@ static int cpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t
 {
 	struct cpu *s = e->state;
 
-	if (n > s->chunk)
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: %d rows in one decode step (at most %d)", n, s->chunk);
-	for (int k = 0; k < n; k++) {
+	if (mt_infer_check_decode(e, n, slots, tokens, s->pos, err))
+		return -1;
+	for (int k = 0; k < n; k++) { /* n <= max_batch <= chunk */
 		int slot = slots ? slots[k] : k;
-		if (check_slot(e, slot, err) || check_tok(e, tokens[k], err))
-			return -1;
-		if (s->pos[slot] >= e->max_len)
-			return mt_err_set(err, MT_EXIT_USAGE, "inference engine: slot %d is full (%d tokens)", slot, e->max_len);
 		s->row_slot[k] = slot;
 		s->row_pos[k] = s->pos[slot];
 		s->row_tok[k] = tokens[k];

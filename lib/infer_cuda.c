@@ -244,15 +244,9 @@ static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const stru
 		gpu_free(e);
 		return mt_err_set(err, MT_EXIT_IO, "no CUDA device is visible: use --device cpu");
 	}
-	if (max_batch < 1 || max_len < 1 || max_batch > 65535) {
+	if (mt_infer_setup(e, c, max_batch, max_len, 65535, err)) { /* a grid dimension */
 		gpu_free(e);
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: batch %d (1..65535) and length %d must be positive",
-				  max_batch, max_len);
-	}
-	if (c->position_embedding_type == MT_POS_LEARNED && max_len > c->max_position_embeddings) {
-		gpu_free(e);
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: length %d exceeds the model's %d learned positions",
-				  max_len, c->max_position_embeddings);
+		return -1;
 	}
 	if (c->kv_channels != 8 && c->kv_channels != 16 && c->kv_channels != 32 && c->kv_channels != 64 &&
 	    c->kv_channels != 128) {
@@ -261,10 +255,6 @@ static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const stru
 		return mt_err_set(err, MT_EXIT_USAGE,
 				  "the CUDA inference engine supports head sizes 8, 16, 32, 64 and 128, not %d: use --device cpu", hd);
 	}
-	e->max_batch = max_batch;
-	e->max_len = max_len;
-	e->vocab = c->vocab_size;
-	e->padded_vocab = c->padded_vocab_size;
 	s->c = c;
 	s->t = t;
 	s->dt = dt;
@@ -432,21 +422,6 @@ static void *output_weight(const struct gpu *s)
 	return s->c->untie_embeddings_and_output_weights ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
 }
 
-static int check_slot(struct mt_infer *e, int slot, struct mt_err *err)
-{
-	if (slot < 0 || slot >= e->max_batch)
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: slot %d outside 0..%d", slot, e->max_batch - 1);
-	return 0;
-}
-
-static int check_tok(struct mt_infer *e, int32_t tok, struct mt_err *err)
-{
-	if (tok < 0 || tok >= e->padded_vocab)
-		return mt_err_set(err, MT_EXIT_DATA, "inference engine: token id %d outside the vocabulary (0..%lld)", (int)tok,
-				  (long long)e->padded_vocab - 1);
-	return 0;
-}
-
 /* one chunk of prefill: prompts [i0, i1) packed from row 0, m rows */
 static int prefill_chunk(struct gpu *s, struct mt_infer *e, int i0, int i1, int64_t m, const int *slots,
 			 const int32_t *const *tokens, const int *lens, float *logits, float *const *lp,
@@ -517,25 +492,10 @@ static int gpu_prefill(struct mt_infer *e, int n, const int *slots, const int32_
 
 	if (s->failed)
 		return mt_err_set(err, MT_EXIT_IO, "CUDA inference engine: unusable after an earlier failure");
-	if (n < 1 || n > e->max_batch)
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: %d prompts in one prefill (1..%d)", n, e->max_batch);
-	for (int k = 0; k < n; k++) {
-		int slot = slots ? slots[k] : k;
-		if (check_slot(e, slot, err))
-			return -1;
-		if (lens[k] < 1 || lens[k] > e->max_len)
-			return mt_err_set(err, MT_EXIT_USAGE, "inference engine: prompt of %d tokens (1..%d fit)", lens[k],
-					  e->max_len);
-		for (int p = 0; p < lens[k]; p++) {
-			if (check_tok(e, tokens[k][p], err))
-				return -1;
-			if (lp && p > 0 && tokens[k][p] >= e->vocab)
-				return mt_err_set(err, MT_EXIT_DATA,
-						  "inference engine: token id %d has no log-probability (vocabulary %lld)",
-						  (int)tokens[k][p], (long long)e->vocab);
-		}
-		s->pos[slot] = 0;
-	}
+	if (mt_infer_check_prefill(e, n, slots, tokens, lens, lp != NULL, err))
+		return -1;
+	for (int k = 0; k < n; k++)
+		s->pos[slots ? slots[k] : k] = 0;
 	mt_cuda_set_stream(s->st);
 	while (i < n && !rc) {
 		int i1 = i;
@@ -606,14 +566,10 @@ static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t
 
 	if (s->failed)
 		return mt_err_set(err, MT_EXIT_IO, "CUDA inference engine: unusable after an earlier failure");
-	if (n < 1 || n > e->max_batch)
-		return mt_err_set(err, MT_EXIT_USAGE, "inference engine: %d rows in one decode step (1..%d)", n, e->max_batch);
+	if (mt_infer_check_decode(e, n, slots, tokens, s->pos, err))
+		return -1;
 	for (int k = 0; k < n; k++) {
 		int sl = slots ? slots[k] : k;
-		if (check_slot(e, sl, err) || check_tok(e, tokens[k], err))
-			return -1;
-		if (s->pos[sl] >= e->max_len)
-			return mt_err_set(err, MT_EXIT_USAGE, "inference engine: slot %d is full (%d tokens)", sl, e->max_len);
 		tok[k] = tokens[k];
 		slot[k] = sl;
 		pos[k] = s->pos[sl];
