@@ -75,7 +75,7 @@ for _ in $(seq "$SCALE"); do cat "$W/corpus.jsonl"; done > "$W/big.jsonl"
 for enc in gpt2 cl100k; do
 	if [ $enc = gpt2 ]; then a=(--tokenizer-type GPT2BPETokenizer --vocab-file $C/gpt2-vocab.json --merge-file $C/gpt2-merges.txt)
 	else a=(--tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken); fi
-	for t in 1 $(( THREADS / 2 )) "$THREADS"; do
+	for t in $(printf "%s\n" 1 $(( THREADS / 2 )) "$THREADS" | awk '$1 >= 1 && !seen[$1]++'); do # 1, half, all (no repeats)
 		rm -f "$W"/big_*
 		bin/mt-tokenize -vv --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2> "$W/log"
 		r=$(grep -o '([0-9.]* [kMG]B/s)' "$W/log" | tail -n 1 | tr -d '()')
