@@ -68,3 +68,9 @@ const float *mt_gpt_probs_f32(const struct mt_gpt_acts *a)
 {
 	return a->p[A_LOGITS];
 }
+
+void mt_gpt_norm_f32(float *out, float *stats, const float *x, const float *w, const float *b, int64_t N, int64_t h,
+		     int rms, double eps)
+{
+	norm_f32(out, stats, x, w, b, N, h, rms, eps);
+}

@@ -48,4 +48,10 @@ void mt_gpt_backward_f64(const struct mt_config *c, const struct mt_params *t, c
  * forward pass turns the logits into probabilities in place, for the backward pass). */
 const float *mt_gpt_probs_f32(const struct mt_gpt_acts *a);
 
+/* The forward pass's LayerNorm (rms 0) or RMSNorm over N rows of h, for other fp32 code
+ * that must compute it the same way (infer_cpu.c); stats receives each row's mean (0 for
+ * RMSNorm) and 1/std, 2N floats. b may be NULL. */
+void mt_gpt_norm_f32(float *out, float *stats, const float *x, const float *w, const float *b, int64_t N, int64_t h,
+		     int rms, double eps);
+
 #endif

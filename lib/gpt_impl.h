@@ -80,7 +80,7 @@ static void SFX(linear_back)(REAL *din, int accumulate, REAL *dW, REAL *db, cons
 static void SFX(norm)(REAL *out, REAL *stats, const REAL *x, const REAL *w, const REAL *b, int64_t N, int64_t h,
 		      int rms, double eps)
 {
-	#pragma omp parallel for
+	#pragma omp parallel for if (N > 1) /* one row: a decode step of infer_cpu.c */
 	for (int64_t n = 0; n < N; n++) {
 		const REAL *xr = x + n * h;
 		double mean = 0, var = 0, rstd;

@@ -11,6 +11,7 @@
  * attention's dot products and sums go to gemv, and the activations use expf; the
  * logits agree with gpt.c's forward to ~1e-6 (tests/unit/test_infer.c holds them to 1e-5). */
 #include "infer.h"
+#include "gpt.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -30,7 +31,7 @@ struct cpu {
 	int *pos;               /* tokens cached per slot */
 	double *rcos, *rsin;    /* rotary tables [max_len][hd/2] */
 	/* scratch for one chunk */
-	float *x, *ln, *qkvb, *y, *mid, *fc1b, *act, *logits;
+	float *x, *ln, *stats, *qkvb, *y, *mid, *fc1b, *act, *logits;
 	int *row_slot, *row_pos, *row_k; /* slot, position, prompt of each row */
 	int32_t *row_tok;
 	size_t bytes;
@@ -69,6 +70,7 @@ static void cpu_free(struct mt_infer *e)
 	free(s->rsin);
 	free(s->x);
 	free(s->ln);
+	free(s->stats);
 	free(s->qkvb);
 	free(s->y);
 	free(s->mid);
@@ -130,6 +132,7 @@ static int cpu_init(struct mt_infer *e, const struct mt_config *c, const struct 
 	s->rsin = alloc_f(s, (size_t)max_len * (size_t)(s->hd / 2), sizeof(double));
 	s->x = alloc_f(s, (size_t)(ch * s->h), sizeof(float));
 	s->ln = alloc_f(s, (size_t)(ch * s->h), sizeof(float));
+	s->stats = alloc_f(s, (size_t)(2 * ch), sizeof(float)); /* the norms' mean and 1/std, unused */
 	s->qkvb = alloc_f(s, (size_t)(ch * s->qkv), sizeof(float));
 	s->y = alloc_f(s, (size_t)(ch * s->q), sizeof(float));
 	s->mid = alloc_f(s, (size_t)(ch * s->h), sizeof(float));
@@ -140,8 +143,8 @@ static int cpu_init(struct mt_infer *e, const struct mt_config *c, const struct 
 	s->row_pos = alloc_f(s, (size_t)ch, sizeof(int));
 	s->row_k = alloc_f(s, (size_t)ch, sizeof(int));
 	s->row_tok = alloc_f(s, (size_t)ch, sizeof(int32_t));
-	if (!s->kc || !s->vc || !s->pos || !s->rcos || !s->rsin || !s->x || !s->ln || !s->qkvb || !s->y || !s->mid ||
-	    !s->fc1b || !s->act || !s->logits || !s->row_slot || !s->row_pos || !s->row_k || !s->row_tok) {
+	if (!s->kc || !s->vc || !s->pos || !s->rcos || !s->rsin || !s->x || !s->ln || !s->stats || !s->qkvb || !s->y ||
+	    !s->mid || !s->fc1b || !s->act || !s->logits || !s->row_slot || !s->row_pos || !s->row_k || !s->row_tok) {
 		size_t b = s->bytes;
 		cpu_free(e);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory: the inference engine needs %zu MB (batch %d, length %d)",
@@ -180,26 +183,6 @@ static void linear(float *out, const float *in, const float *W, const float *b, 
 	}
 }
 
-static void norm(float *out, const float *x, const float *w, const float *b, int64_t N, int64_t h, int rms, double eps)
-{
-	#pragma omp parallel for if (N > 1)
-	for (int64_t n = 0; n < N; n++) {
-		const float *xr = x + n * h;
-		double mean = 0, var = 0, rstd;
-		if (!rms) {
-			for (int64_t i = 0; i < h; i++)
-				mean += xr[i];
-			mean /= (double)h;
-		}
-		for (int64_t i = 0; i < h; i++)
-			var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
-		var /= (double)h;
-		rstd = 1.0 / sqrt(var + eps);
-		for (int64_t i = 0; i < h; i++)
-			out[n * h + i] = (float)(((double)xr[i] - mean) * rstd) * w[i] + (b ? b[i] : 0);
-	}
-}
-
 static void rope_row(const struct cpu *s, float *x, int pos)
 {
 	int64_t half = s->hd / 2;
@@ -233,7 +216,7 @@ static void chunk_forward(struct mt_infer *e, int64_t n)
 		float *kc = s->kc + (int64_t)l * e->max_batch * s->ng * ML * s->hd;
 		float *vc = s->vc + (int64_t)l * e->max_batch * s->ng * ML * s->hd;
 
-		norm(s->ln, s->x, P(s, l, MT_P_LN1_W), P(s, l, MT_P_LN1_B), n, s->h, rms, c->norm_epsilon);
+		mt_gpt_norm_f32(s->ln, s->stats, s->x, P(s, l, MT_P_LN1_W), P(s, l, MT_P_LN1_B), n, s->h, rms, c->norm_epsilon);
 		linear(s->qkvb, s->ln, P(s, l, MT_P_QKV_W), P(s, l, MT_P_QKV_B), n, s->h, s->qkv);
 		/* rotary positions, then keys and values into the cache */
 		#pragma omp parallel for if (n > 1)
@@ -276,7 +259,7 @@ static void chunk_forward(struct mt_infer *e, int64_t n)
 		linear(s->mid, s->y, P(s, l, MT_P_PROJ_W), P(s, l, MT_P_PROJ_B), n, s->q, s->h);
 		for (int64_t k = 0; k < n * s->h; k++)
 			s->mid[k] += s->x[k];
-		norm(s->ln, s->mid, P(s, l, MT_P_LN2_W), P(s, l, MT_P_LN2_B), n, s->h, rms, c->norm_epsilon);
+		mt_gpt_norm_f32(s->ln, s->stats, s->mid, P(s, l, MT_P_LN2_W), P(s, l, MT_P_LN2_B), n, s->h, rms, c->norm_epsilon);
 		linear(s->fc1b, s->ln, P(s, l, MT_P_FC1_W), P(s, l, MT_P_FC1_B), n, s->h, s->fc1);
 		#pragma omp parallel for if (n * s->f > 65536)
 		for (int64_t r = 0; r < n; r++)
@@ -296,7 +279,7 @@ static void chunk_forward(struct mt_infer *e, int64_t n)
 		for (int64_t k = 0; k < n * s->h; k++)
 			s->x[k] += s->mid[k];
 	}
-	norm(s->ln, s->x, P(s, -1, MT_P_FINAL_W), P(s, -1, MT_P_FINAL_B), n, s->h, rms, c->norm_epsilon);
+	mt_gpt_norm_f32(s->ln, s->stats, s->x, P(s, -1, MT_P_FINAL_W), P(s, -1, MT_P_FINAL_B), n, s->h, rms, c->norm_epsilon);
 }
 
 static const float *output_weight(const struct cpu *s)
