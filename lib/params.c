@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mix.h"
+
 static int add(struct mt_params *t, int *cap, enum mt_param_kind kind, int layer, const char *name,
 	       int64_t rows, int64_t cols, int decay, int tp_dim, double std)
 {
@@ -120,14 +122,6 @@ const struct mt_param *mt_params_get(const struct mt_params *t, int layer, enum 
 
 /* splitmix64 keyed by (seed, parameter index, element): every element's draw is fixed,
  * so initialization does not depend on threads or on the order parameters are filled */
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 static double unit(uint64_t x) { return ((double)(x >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 void mt_params_init(const struct mt_params *t, float *w, uint64_t seed)
@@ -135,7 +129,7 @@ void mt_params_init(const struct mt_params *t, float *w, uint64_t seed)
 	for (int i = 0; i < t->n; i++) {
 		const struct mt_param *p = &t->p[i];
 		float *x = w + p->offset;
-		uint64_t key = mix(seed ^ mix((uint64_t)i + 1));
+		uint64_t key = mt_mix64(seed ^ mt_mix64((uint64_t)i + 1));
 
 		if (p->init_std == 0) {
 			memset(x, 0, (size_t)p->numel * sizeof(float));
@@ -149,7 +143,7 @@ void mt_params_init(const struct mt_params *t, float *w, uint64_t seed)
 		#pragma omp parallel for schedule(static)
 		for (int64_t k = 0; k < p->numel; k += 2) {
 			/* Box-Muller: two normals from two uniforms */
-			double u1 = unit(mix(key + 2 * (uint64_t)k)), u2 = unit(mix(key + 2 * (uint64_t)k + 1));
+			double u1 = unit(mt_mix64(key + 2 * (uint64_t)k)), u2 = unit(mt_mix64(key + 2 * (uint64_t)k + 1));
 			double r = sqrt(-2.0 * log(u1)) * p->init_std;
 			x[k] = (float)(r * cos(2 * M_PI * u2));
 			if (k + 1 < p->numel)

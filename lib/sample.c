@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mix.h"
+
 int mt_sample_check(const struct mt_sample_params *p, struct mt_err *err)
 {
 	if (!(p->temperature >= 0 && p->temperature <= 100))
@@ -20,17 +22,9 @@ int mt_sample_check(const struct mt_sample_params *p, struct mt_err *err)
 	return 0;
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 double mt_sample_uniform(uint64_t seed, uint64_t index, uint64_t step)
 {
-	return (double)(mix(mix(mix(seed) ^ index) ^ step) >> 11) * 0x1p-53;
+	return (double)(mt_mix64(mt_mix64(mt_mix64(seed) ^ index) ^ step) >> 11) * 0x1p-53;
 }
 
 int mt_sampler_init(struct mt_sampler *s, int64_t vocab, struct mt_err *err)

@@ -12,6 +12,7 @@
 #include "dp.h"
 #include "estimate.h"
 #include "log.h"
+#include "mix.h"
 #include "params.h"
 #include "progress.h"
 
@@ -80,15 +81,6 @@ static int gather_losses(struct trainer *tr, int64_t n, double div, double *sum,
 	return 0;
 }
 
-/* splitmix64, for mock tokens: a function of (seed, sample, position) only */
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 /* Fill tokens/targets of one micro-batch from samples [first, first + mbs) of a split. */
 static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *err)
 {
@@ -99,7 +91,7 @@ static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *er
 		int32_t *s = tr->buf;
 		if (a->mock_data) {
 			for (int64_t j = 0; j <= L; j++)
-				s[j] = (int32_t)(mix(a->seed ^ mix((uint64_t)(first + b) * 2 + (uint64_t)split) ^ (uint64_t)j) %
+				s[j] = (int32_t)(mt_mix64(a->seed ^ mt_mix64((uint64_t)(first + b) * 2 + (uint64_t)split) ^ (uint64_t)j) %
 						 (uint64_t)a->cfg.vocab_size);
 		} else if (mt_plan_sample(&tr->plan, split, first + b, s, err)) {
 			return -1;
