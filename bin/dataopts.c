@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/files.h"
 #include "../lib/log.h"
 #include "tool.h"
 
@@ -55,25 +56,6 @@ int mt_dataopts_take(struct mt_dataopts *d, struct mt_opt *o, int id)
 	case MT_DOPT_TOK_MODEL: d->tok_model = o->arg; return 1;
 	}
 	return 0;
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		mt_die(MT_EXIT_IO, "cannot open '%s'", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n)
-		mt_die(MT_EXIT_IO, "cannot read '%s'", path);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
 }
 
 /* The tokenizer part of the cache descriptions: given exactly, or Megatron's
@@ -136,7 +118,8 @@ void mt_dataopts_finish(struct mt_dataopts *d, struct mt_opt *o)
 		json_decref(root);
 	}
 	if (d->data_args_path) {
-		d->file_text = slurp(d->data_args_path);
+		if (mt_file_read(d->data_args_path, &d->file_text, NULL, &e))
+			mt_die_err(&e);
 		d->data[d->ndata++] = d->file_text;
 	}
 	for (int s = 0; s < MT_NSPLITS; s++)

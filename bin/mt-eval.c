@@ -15,6 +15,7 @@
 #include "../lib/ckpt.h"
 #include "../lib/detok.h"
 #include "../lib/evaltext.h"
+#include "../lib/files.h"
 #include "../lib/dataplan.h"
 #include "../lib/ledger.h"
 #include "../lib/lmeval.h"
@@ -114,27 +115,12 @@ static void hex_digest(struct sha256_ctx *h, char *out)
 
 static char *read_file(const char *path, size_t *n)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t cap = 0, len = 0, r;
+	struct mt_err e = { 0 };
+	char *text;
 
-	if (!f)
-		mt_die(MT_EXIT_IO, "cannot open '%s': %s", path, strerror(errno));
-	do {
-		if (len + 65536 + 1 > cap) {
-			cap = (len + 65536 + 1) * 2;
-			if (!(buf = realloc(buf, cap)))
-				mt_die(MT_EXIT_IO, "out of memory reading '%s'", path);
-		}
-		r = fread(buf + len, 1, cap - len - 1, f);
-		len += r;
-	} while (r > 0);
-	if (ferror(f))
-		mt_die(MT_EXIT_IO, "cannot read '%s'", path);
-	fclose(f);
-	buf[len] = '\0';
-	*n = len;
-	return buf;
+	if (mt_file_read(path, &text, n, &e))
+		mt_die_err(&e);
+	return text;
 }
 
 /* progress on stderr when it is a terminal: "mt-eval: wikitext 45% (12k/27k tokens, 5k tokens/s)" */

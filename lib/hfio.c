@@ -16,6 +16,7 @@
 
 #include "atomic.h"
 #include "ckpt.h"
+#include "files.h"
 #include "gpt.h"
 #include "log.h"
 #include "safetensors.h"
@@ -77,52 +78,6 @@ int mt_hf_logprobs(const struct mt_config *c, const struct mt_params *p, const f
 	return 0;
 }
 
-static char *join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *s = malloc(n);
-
-	if (s)
-		snprintf(s, n, "%s/%s", dir, name);
-	return s;
-}
-
-static int read_file(const char *path, char **text, size_t *len, struct mt_err *err)
-{
-	FILE *fp = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0, k;
-
-	if (!fp)
-		return mt_err_errno(err, MT_EXIT_IO, "cannot open '%s'", path);
-	for (;;) {
-		if (n + 65536 + 1 > cap) {
-			char *nb = realloc(buf, cap = (n + 65536) * 2);
-			if (!nb) {
-				free(buf);
-				fclose(fp);
-				return mt_err_set(err, MT_EXIT_IO, "out of memory reading '%s'", path);
-			}
-			buf = nb;
-		}
-		k = fread(buf + n, 1, cap - n - 1, fp);
-		n += k;
-		if (k == 0)
-			break;
-	}
-	if (ferror(fp)) {
-		free(buf);
-		fclose(fp);
-		return mt_err_errno(err, MT_EXIT_IO, "cannot read '%s'", path);
-	}
-	fclose(fp);
-	buf[n] = 0;
-	*text = buf;
-	if (len)
-		*len = n;
-	return 0;
-}
-
 void mt_hf_loaded_free(struct mt_hf_loaded *l)
 {
 	free(l->w);
@@ -133,14 +88,14 @@ void mt_hf_loaded_free(struct mt_hf_loaded *l)
 int mt_hf_load_dir(const char *dir, enum mt_hf_format f, int divisible_by, int seq_length, struct mt_hf_loaded *out,
 		   struct mt_err *err)
 {
-	char *cpath = join(dir, "config.json"), *text = NULL;
+	char *cpath = mt_path_join(dir, "config.json"), *text = NULL;
 	struct mt_st_set s;
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (!cpath)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
-	if (read_file(cpath, &text, NULL, err) ||
+	if (mt_file_read(cpath, &text, NULL, err) ||
 	    mt_hf_config_parse(text, cpath, f, divisible_by, seq_length, &out->cfg, err))
 		goto out;
 	if (mt_params_build(&out->params, &out->cfg, err))
@@ -166,7 +121,7 @@ out:
 
 static int write_text(const char *dir, const char *name, const char *text, struct mt_err *err)
 {
-	char *p = join(dir, name);
+	char *p = mt_path_join(dir, name);
 	int rc;
 
 	if (!p)
@@ -178,11 +133,11 @@ static int write_text(const char *dir, const char *name, const char *text, struc
 
 static int copy_file(const char *src, const char *dir, const char *name, struct mt_err *err)
 {
-	char *text = NULL, *p = join(dir, name);
+	char *text = NULL, *p = mt_path_join(dir, name);
 	size_t n;
 	int rc = -1;
 
-	if (p && !read_file(src, &text, &n, err))
+	if (p && !mt_file_read(src, &text, &n, err))
 		rc = mt_atomic_write_file(p, text, n, err);
 	else if (!p)
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
@@ -202,7 +157,7 @@ static void rm_tree(const char *dir)
 		char *p;
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		p = join(dir, e->d_name);
+		p = mt_path_join(dir, e->d_name);
 		if (p)
 			unlink(p);
 		free(p);
@@ -387,7 +342,7 @@ static void remove_leftovers(const char *dir, const char *base)
 		pid = strtol(s + 5, &end, 10);
 		if (*end || pid <= 0 || pid == (long)getpid() || !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
 			continue;
-		if ((p = join(dir, e->d_name))) {
+		if ((p = mt_path_join(dir, e->d_name))) {
 			rm_tree(p);
 			free(p);
 		}
@@ -429,7 +384,7 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 	/* test hook: a wrong weight, to show that the check below catches one */
 	if (getenv("MT_TEST_HF_EXPORT_CORRUPT") && ht.n > 0 && ht.t[ht.n / 2].shape[0] > 0)
 		((float *)ht.data[ht.n / 2])[0] += 0.5f;
-	mpath = join(tmp, "model.safetensors");
+	mpath = mt_path_join(tmp, "model.safetensors");
 	if (!mpath) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
 		goto out_t;
@@ -509,8 +464,8 @@ int mt_hf_import(const char *hfdir, const char *ckptdir, const struct mt_hf_impo
 		 struct mt_err *err)
 {
 	struct mt_hf_loaded l;
-	char abs_hf[PATH_MAX], abs_ck[PATH_MAX], *cfg = NULL, *args = NULL, *vocab = join(hfdir, "vocab.json"),
-		*merges = join(hfdir, "merges.txt"), *tokdir = NULL;
+	char abs_hf[PATH_MAX], abs_ck[PATH_MAX], *cfg = NULL, *args = NULL, *vocab = mt_path_join(hfdir, "vocab.json"),
+		*merges = mt_path_join(hfdir, "merges.txt"), *tokdir = NULL;
 	json_t *ta = json_object(), *src = json_object();
 	int rc = -1;
 
@@ -552,7 +507,7 @@ int mt_hf_import(const char *hfdir, const char *ckptdir, const struct mt_hf_impo
 		char *v2, *m2;
 		if (mkdir_p(ckptdir, err) || !realpath(ckptdir, abs_ck))
 			goto out;
-		tokdir = join(abs_ck, "tokenizer");
+		tokdir = mt_path_join(abs_ck, "tokenizer");
 		if (!tokdir || (mkdir(tokdir, 0777) != 0 && errno != EEXIST)) {
 			mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", tokdir ? tokdir : ckptdir);
 			json_decref(tk);
@@ -562,8 +517,8 @@ int mt_hf_import(const char *hfdir, const char *ckptdir, const struct mt_hf_impo
 			json_decref(tk);
 			goto out;
 		}
-		v2 = join(tokdir, "vocab.json");
-		m2 = join(tokdir, "merges.txt");
+		v2 = mt_path_join(tokdir, "vocab.json");
+		m2 = mt_path_join(tokdir, "merges.txt");
 		json_object_set_new(tk, "type", json_string("GPT2BPETokenizer"));
 		json_object_set_new(tk, "vocab_file", json_string(v2 ? v2 : ""));
 		json_object_set_new(tk, "merge_file", json_string(m2 ? m2 : ""));

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "files.h"
 
 static const char *const dtype_names[MT_ST_NDTYPES] = {
 	"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F16", "BF16", "F32", "F64",
@@ -309,16 +310,6 @@ int mt_st_to_f32(const struct mt_st_tensor *t, float *out, int64_t n, const char
 	return 0;
 }
 
-static char *path_join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *s = malloc(n);
-
-	if (s)
-		snprintf(s, n, "%s/%s", dir, name);
-	return s;
-}
-
 void mt_st_set_close(struct mt_st_set *s)
 {
 	for (int i = 0; i < s->nfiles; i++)
@@ -330,7 +321,7 @@ void mt_st_set_close(struct mt_st_set *s)
 
 int mt_st_set_open(struct mt_st_set *s, const char *dir, struct mt_err *err)
 {
-	char *single = path_join(dir, "model.safetensors"), *index = path_join(dir, "model.safetensors.index.json");
+	char *single = mt_path_join(dir, "model.safetensors"), *index = mt_path_join(dir, "model.safetensors.index.json");
 	json_error_t je;
 	json_t *root = NULL, *wm, *v;
 	const char *key;
@@ -374,7 +365,7 @@ int mt_st_set_open(struct mt_st_set *s, const char *dir, struct mt_err *err)
 			mt_err_set(err, MT_EXIT_DATA, "index '%s': tensor '%s': the file must be a plain name", index, key);
 			goto out;
 		}
-		p = path_join(dir, fn);
+		p = mt_path_join(dir, fn);
 		if (!p) {
 			mt_err_set(err, MT_EXIT_IO, "out of memory");
 			goto out;
