@@ -37,6 +37,19 @@ __global__ void adamw_k(const mt_chunk *chunks, mt_adamw_scalars s, float gscale
 	}
 }
 
+// the sum of s over a block of 256 threads, in a fixed tree order; valid in thread 0
+static __device__ double block_sum256(double s, double *buf)
+{
+	buf[threadIdx.x] = s;
+	__syncthreads();
+	for (int o = 128; o > 0; o >>= 1) {
+		if (threadIdx.x < o)
+			buf[threadIdx.x] += buf[threadIdx.x + o];
+		__syncthreads();
+	}
+	return buf[0];
+}
+
 __global__ void sumsq_k(const mt_chunk *chunks, float *g, float scale, double *partial)
 {
 	__shared__ double buf[256];
@@ -51,15 +64,9 @@ __global__ void sumsq_k(const mt_chunk *chunks, float *g, float scale, double *p
 		}
 		s += (double)x * (double)x;
 	}
-	buf[threadIdx.x] = s;
-	__syncthreads();
-	for (int o = 128; o > 0; o >>= 1) {
-		if (threadIdx.x < o)
-			buf[threadIdx.x] += buf[threadIdx.x + o];
-		__syncthreads();
-	}
+	s = block_sum256(s, buf);
 	if (threadIdx.x == 0)
-		partial[blockIdx.x] = buf[0];
+		partial[blockIdx.x] = s;
 }
 
 __global__ void sum_partials_k(const double *partial, int64_t n, double *out)
@@ -69,15 +76,9 @@ __global__ void sum_partials_k(const double *partial, int64_t n, double *out)
 
 	for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
 		s += partial[k];
-	buf[threadIdx.x] = s;
-	__syncthreads();
-	for (int o = 128; o > 0; o >>= 1) {
-		if (threadIdx.x < o)
-			buf[threadIdx.x] += buf[threadIdx.x + o];
-		__syncthreads();
-	}
+	s = block_sum256(s, buf);
 	if (threadIdx.x == 0)
-		*out = buf[0];
+		*out = s;
 }
 
 template <typename T>
