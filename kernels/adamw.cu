@@ -9,26 +9,69 @@
 
 #include "common.cuh"
 
+// one element's update: p, m, v in place, the gradient gi already scaled
+struct adamw_el {
+	float dec, w1, beta2, omb2, bc2_sqrt, eps, nss;
+	bool small;
+	__device__ __forceinline__ void operator()(float &p, float gi, float &mi, float &vi) const
+	{
+		float d;
+		p = __fmul_rn(p, dec);
+		mi = small ? __fmaf_rn(w1, __fsub_rn(gi, mi), mi) : __fmaf_rn(__fsub_rn(w1, 1.0f), __fsub_rn(gi, mi), gi);
+		vi = __fmul_rn(vi, beta2);
+		vi = __fmaf_rn(__fmul_rn(omb2, gi), gi, vi);
+		d = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+		p = __fadd_rn(p, __fdiv_rn(__fmul_rn(nss, mi), d));
+	}
+};
+
+// Chunks whose parameter and state offsets are both multiples of 4 (all but ZeRO shard
+// edges) go 16 bytes at a time, then a scalar tail: the scalar loop alone reached about
+// 2.3 TB/s on an H100 (12.1 ms a step for the 0.93B Llama-style model's 30 bytes a
+// parameter)
 template <typename T>
 __global__ void adamw_k(const mt_chunk *chunks, mt_adamw_scalars s, float gscale, float *w, const float *g, float *m,
 			float *v, T *wc)
 {
 	mt_chunk c = chunks[blockIdx.x];
-	const float dec = c.decay ? s.decay : 1.0f, w1 = s.lerp_w;
-	const bool small = w1 < 0.5f;
+	adamw_el u = { c.decay ? s.decay : 1.0f, s.lerp_w, s.beta2, s.one_minus_beta2, s.bc2_sqrt, s.eps, s.neg_step_size,
+		       s.lerp_w < 0.5f };
+	int64_t k0 = 0;
 
-	for (int k = threadIdx.x; k < c.len; k += blockDim.x) {
+	if (c.start % 4 == 0 && c.mstart % 4 == 0) {
+		int64_t nv = c.len / 4;
+		for (int64_t q = threadIdx.x; q < nv; q += blockDim.x) {
+			int64_t i = c.start + 4 * q, j = c.mstart + 4 * q;
+			float4 p = *(float4 *)(w + j), gi = *(const float4 *)(g + i), mi = *(float4 *)(m + j), vi = *(float4 *)(v + j);
+			if (gscale != 1.0f) {
+				gi.x = __fmul_rn(gi.x, gscale), gi.y = __fmul_rn(gi.y, gscale);
+				gi.z = __fmul_rn(gi.z, gscale), gi.w = __fmul_rn(gi.w, gscale);
+			}
+			u(p.x, gi.x, mi.x, vi.x);
+			u(p.y, gi.y, mi.y, vi.y);
+			u(p.z, gi.z, mi.z, vi.z);
+			u(p.w, gi.w, mi.w, vi.w);
+			*(float4 *)(w + j) = p;
+			*(float4 *)(m + j) = mi;
+			*(float4 *)(v + j) = vi;
+			if (wc) {
+				T o[4] = { from_f<T>(p.x), from_f<T>(p.y), from_f<T>(p.z), from_f<T>(p.w) };
+				if (sizeof(T) == 2)
+					*(uint2 *)(wc + i) = *(const uint2 *)o;
+				else
+					for (int e = 0; e < 4; e++)
+						wc[i + e] = o[e];
+			}
+		}
+		k0 = 4 * nv;
+	}
+	for (int64_t k = k0 + threadIdx.x; k < c.len; k += blockDim.x) {
 		int64_t i = c.start + k, j = c.mstart + k;
-		float p = w[j], gi = g[i], mi = m[j], vi = v[j], d;
+		float p = w[j], gi = g[i], mi = m[j], vi = v[j];
 
 		if (gscale != 1.0f)
 			gi = __fmul_rn(gi, gscale);
-		p = __fmul_rn(p, dec);
-		mi = small ? __fmaf_rn(w1, __fsub_rn(gi, mi), mi) : __fmaf_rn(__fsub_rn(w1, 1.0f), __fsub_rn(gi, mi), gi);
-		vi = __fmul_rn(vi, s.beta2);
-		vi = __fmaf_rn(__fmul_rn(s.one_minus_beta2, gi), gi, vi);
-		d = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
-		p = __fadd_rn(p, __fdiv_rn(__fmul_rn(s.neg_step_size, mi), d));
+		u(p, gi, mi, vi);
 		w[j] = p;
 		m[j] = mi;
 		v[j] = vi;

@@ -245,7 +245,8 @@ template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.as
 // 64 each warp of the forward and the query-gradient kernel owns 32 query rows (blocks of
 // 128 queries), so one key or value fragment read from shared memory feeds two products
 // and there are twice the independent accumulators (WMMA kernels with 16 rows a warp were
-// latency-bound at about an eighth of the tensor cores' rate); at 128, 16 rows a warp
+// latency-bound at about an eighth of the tensor cores' rate); at 128 the forward keeps
+// 32 rows too (its queries left in shared memory), the query-gradient kernel 16 rows
 // (registers). The key/value-gradient kernel keeps 16 key rows a warp (its dK and dV
 // accumulators would not fit twice) and takes its queries 32 (16) at a time. Products are
 // PTX m16n8k16 (fp32 accumulation), operands come from shared memory by ldmatrix. In
@@ -352,19 +353,22 @@ __device__ __forceinline__ void fa_load(T *dst, const T *src, int64_t stride, in
 // exponent (one FFMA: s * scale * log2(e) - max); masks only on the tiles that cross the
 // diagonal or the end; the row sums add the probabilities as rounded for P.V (what it
 // multiplies).
-template <typename T, int HD, int MI>
+template <typename T, int HD, int MI, bool QSM>
 __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const T *qkv, geo g)
 {
 	constexpr int LDT = HD + 8, NK = HD / 16, KT = 64, QT = 64 * MI, QR = QT > 2 * KT ? QT : 2 * KT, RW = 16 * MI;
 	extern __shared__ __align__(128) unsigned char sm[];
-	T *Qs = (T *)sm, *K0 = Qs + QR * LDT, *V0 = K0 + KT * LDT, *K1 = Qs, *V1 = Qs + KT * LDT;
+	// QSM: the queries stay in shared memory (read by ldmatrix each key tile) and the
+	// second key/value buffer has its own space; else they move to registers
+	T *Qs = (T *)sm, *K0 = Qs + (QSM ? QT : QR) * LDT, *V0 = K0 + KT * LDT;
+	T *K1 = QSM ? V0 + KT * LDT : Qs, *V1 = QSM ? K1 + KT * LDT : Qs + KT * LDT;
 	int qt = gridDim.x - 1 - blockIdx.x, b = blockIdx.z, hh = blockIdx.y;
 	int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = 2 * (lane % 4);
 	int q0 = qt * QT, rbase = q0 + RW * w, nt = min((q0 + QT + KT - 1) / KT, (g.T + KT - 1) / KT);
 	int ko = k_off(g, hh / g.per, HD), vo = ko + HD, qo = q_off(g, hh, HD);
 	const T *base = qkv + (int64_t)b * g.T * g.row;
 	float sl2 = g.scale * LOG2E, m[MI][2], l[MI][2], o[MI][HD / 8][4]; // m: scaled, log2 units
-	unsigned qf[MI][NK][4];
+	unsigned qf[QSM ? 1 : MI][QSM ? 1 : NK][4];
 
 	fa_load<T, HD, QT>(Qs, base + qo, g.row, q0, g.T);
 	cp_commit();
@@ -375,9 +379,10 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 	__syncthreads();
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++) {
+		if (!QSM)
 #pragma unroll
-		for (int k = 0; k < NK; k++)
-			ldsm4(qf[mi][k], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+			for (int k = 0; k < NK; k++)
+				ldsm4(qf[QSM ? 0 : mi][QSM ? 0 : k], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++)
 			o[mi][n][0] = o[mi][n][1] = o[mi][n][2] = o[mi][n][3] = 0.0f;
@@ -404,17 +409,24 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 				for (int n = 0; n < KT / 8; n++)
 					s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.0f;
 #pragma unroll
-			for (int k = 0; k < NK; k++)
+			for (int k = 0; k < NK; k++) {
+				unsigned qa[QSM ? MI : 1][4];
+				if (QSM)
+#pragma unroll
+					for (int mi = 0; mi < MI; mi++)
+						ldsm4(qa[QSM ? mi : 0], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
 #pragma unroll
 				for (int n = 0; n < KT / 16; n++) {
 					unsigned kb[4];
 					ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
 #pragma unroll
 					for (int mi = 0; mi < MI; mi++) {
-						mma16816<T>(s[mi][2 * n], qf[mi][k], kb[0], kb[1]);
-						mma16816<T>(s[mi][2 * n + 1], qf[mi][k], kb[2], kb[3]);
+						const unsigned *a = QSM ? qa[QSM ? mi : 0] : qf[QSM ? 0 : mi][QSM ? 0 : k];
+						mma16816<T>(s[mi][2 * n], a, kb[0], kb[1]);
+						mma16816<T>(s[mi][2 * n + 1], a, kb[2], kb[3]);
 					}
 				}
+			}
 			if (j0 + KT - 1 > rbase || j0 + KT > g.T) // keys after some row, or past the end
 #pragma unroll
 				for (int mi = 0; mi < MI; mi++)
@@ -798,13 +810,19 @@ __global__ void __launch_bounds__(FA_THREADS, HD <= 64 ? 3 : 2) fa_bwd_dkv(T *dq
 	}
 }
 
+// 32 query rows a warp at both head sizes; at 128 the queries stay in shared memory (in
+// registers with the 32 rows' accumulators they would spill). Against 16 rows a warp with
+// the queries in registers, the Llama-style 0.93B's forward went from 11.7 to 9.4 ms a
+// step (H100, T=2048); the query-gradient kernel the same way gained nothing (39.8 ms
+// of backward either way), so it keeps 16 rows at 128.
 template <typename T, int HD>
 static int fa_fwd_launch(void *y, float *lse, const void *qkv, int B, geo g)
 {
-	constexpr int MI = HD <= 64 ? 2 : 1, QT = 64 * MI, QR = QT > 128 ? QT : 128;
-	size_t sm = (size_t)(QR + 128) * (HD + 8) * sizeof(T);
-	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_fwd<T, HD, MI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-	fa_fwd<T, HD, MI><<<dim3((unsigned)((g.T + QT - 1) / QT), (unsigned)g.np, (unsigned)B), FA_THREADS, sm, MT_STREAM>>>(
+	constexpr int MI = 2, QT = 64 * MI;
+	constexpr bool QSM = HD > 64;
+	size_t sm = (size_t)(QSM ? QT + 256 : QT + 128) * (HD + 8) * sizeof(T);
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa_fwd<T, HD, MI, QSM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+	fa_fwd<T, HD, MI, QSM><<<dim3((unsigned)((g.T + QT - 1) / QT), (unsigned)g.np, (unsigned)B), FA_THREADS, sm, MT_STREAM>>>(
 		(T *)y, lse, (const T *)qkv, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;

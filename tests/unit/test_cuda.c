@@ -316,9 +316,10 @@ static void test_norm(enum mt_dtype dt, int rms, int64_t h)
 	free(dx0), free(dw0), free(db0), free(ry), free(rdw), free(rdb);
 }
 
-static void test_act(enum mt_dtype dt)
+/* f = 70: the scalar SwiGLU kernels; f = 96: the 16-byte vector ones */
+static void test_act(enum mt_dtype dt, int64_t f)
 {
-	int64_t N = 33, f = 70;
+	int64_t N = 33;
 	struct buf in = mk(dt, N * 2 * f, 3), o = out(dt, N * f), dout = mk(dt, N * f, 1), din = out(dt, N * 2 * f);
 	double *r = malloc((size_t)(N * 2 * f) * 8), C = 0.7978845608028654;
 
@@ -345,14 +346,14 @@ static void test_act(enum mt_dtype dt)
 			double a = in.h[n * 2 * f + i], b = in.h[n * 2 * f + f + i];
 			r[n * f + i] = a / (1 + exp(-a)) * b;
 		}
-	CHECK(o.h, r, N * f, dt, "swiglu fwd");
+	CHECK(o.h, r, N * f, dt, f == 70 ? "swiglu fwd (scalar)" : "swiglu fwd (vector)");
 	for (int64_t n = 0; n < N; n++)
 		for (int64_t i = 0; i < f; i++) {
 			double a = in.h[n * 2 * f + i], b = in.h[n * 2 * f + f + i], g = dout.h[n * f + i], s = 1 / (1 + exp(-a));
 			r[n * 2 * f + i] = g * b * s * (1 + a * (1 - s));
 			r[n * 2 * f + f + i] = g * a * s;
 		}
-	CHECK(din.h, r, N * 2 * f, dt, "swiglu bwd");
+	CHECK(din.h, r, N * 2 * f, dt, f == 70 ? "swiglu bwd (scalar)" : "swiglu bwd (vector)");
 	drop(&in), drop(&o), drop(&dout), drop(&din);
 	free(r);
 }
@@ -967,7 +968,8 @@ int main(void)
 		test_norm(dt, 1, 200);
 		test_norm(dt, 0, 203); /* element loads */
 		test_norm(dt, 1, 203);
-		test_act(dt);
+		test_act(dt, 70);
+		test_act(dt, 96);
 		test_rope_embed_classifier(dt);
 		test_classifier_wide(dt, 9001);
 		test_classifier_wide(dt, 50257); /* rows in registers in bf16, two reads in fp32 */
@@ -982,6 +984,8 @@ int main(void)
 		test_attention(dt, 1, 256, 4, 2, 64);  /* whole 128-query blocks */
 		test_attention(dt, 1, 1000, 2, 2, 64); /* many key tiles, a ragged last block */
 		test_attention(dt, 1, 200, 4, 2, 128); /* several tiles, GQA, head size 128 */
+		test_attention(dt, 1, 256, 2, 1, 128); /* whole 128-query blocks at 128 */
+		test_attention(dt, 1, 1000, 2, 2, 128); /* many key tiles, a ragged last block */
 	}
 	/* fp16 attention (the tensor-core kernels at head sizes 64 and 128, CUDA cores below) */
 	test_attention(MT_F16, 2, 70, 4, 4, 16);
