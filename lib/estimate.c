@@ -74,7 +74,10 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 			     layers + emb) / a->tp;
 	e->weights = (double)e->params_per_gpu * a->param_bytes;
 	e->grads = (double)e->params_per_gpu * 4;
-	e->optimizer = (double)e->params_per_gpu * (a->param_bytes < 4 ? 12 : 8) /
+	/* 16-bit weights: an fp32 master besides them; fp32 weights are their own master,
+	 * except under the distributed optimizer, which shards the master and keeps the
+	 * whole fp32 weights for the forward (what the CUDA backend allocates) */
+	e->optimizer = (double)e->params_per_gpu * (a->param_bytes < 4 || a->distributed_optimizer ? 12 : 8) /
 		       (a->distributed_optimizer ? a->dp : 1);
 	act_layer = s * b * (double)h * (10 + 24 / t + 5.0 * c->num_attention_heads * s / ((double)h * t));
 	if (a->param_bytes == 4)
@@ -150,7 +153,7 @@ void mt_estimate_print(FILE *out, const struct mt_estimate_args *a, const struct
 	fprintf(out, "  weights                     %8.2f GiB\n", e->weights / GiB);
 	fprintf(out, "  gradients (fp32)            %8.2f GiB\n", e->grads / GiB);
 	fprintf(out, "  optimizer state             %8.2f GiB (%s", e->optimizer / GiB,
-		a->param_bytes < 4 ? "fp32 master + 2 moments" : "2 fp32 moments");
+		a->param_bytes < 4 || a->distributed_optimizer ? "fp32 master + 2 moments" : "2 fp32 moments");
 	if (a->distributed_optimizer)
 		fprintf(out, "; 1/%d of them on each data-parallel rank", a->dp);
 	fprintf(out, ")\n");

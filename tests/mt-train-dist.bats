@@ -195,3 +195,17 @@ rank_pid() {
 		--rampup-batch-size 12 16 5859375
 	[[ $stderr == *"rampup"* ]]
 }
+
+@test "--dry-run: fp32 under the distributed optimizer counts the sharded master besides the whole weights" {
+	D=(--config "$MT_ROOT/share/configs/gpt2-small.conf" --vocab-size 50257 --dry-run --world-size 4
+		--micro-batch-size 8 --global-batch-size 32 --device cuda)
+	run -0 --separate-stderr mt-train "${D[@]}"
+	[[ $output == *"optimizer state                 0.93 GiB (2 fp32 moments)"* ]]
+	run -0 --separate-stderr mt-train "${D[@]}" --use-distributed-optimizer
+	# 124.5M parameters x (4 + 4 + 4) bytes / 4 ranks; the fp32 weights stay whole
+	[[ $output == *"weights                         0.46 GiB"* ]]
+	[[ $output == *"optimizer state                 0.35 GiB (fp32 master + 2 moments; 1/4 of them on each data-parallel rank)"* ]]
+	run -0 --separate-stderr mt-train "${D[@]}" --use-distributed-optimizer --bf16
+	[[ $output == *"weights                         0.23 GiB"* ]]
+	[[ $output == *"optimizer state                 0.35 GiB (fp32 master + 2 moments; 1/4"* ]]
+}
