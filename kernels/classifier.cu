@@ -36,7 +36,8 @@ template <typename T> struct rowparts {
 	}
 };
 
-template <typename T> union vec16 {
+// 16 bytes as one int4 or as its elements
+template <typename T> union pack16 {
 	int4 v;
 	T e[16 / sizeof(T)];
 };
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(THREADS) classifier_k(T *logits, float *loss, 
 		online<1>(mx, sum, &x);
 	}
 	for (int64_t v = rp.head + (int64_t)threadIdx.x * VEC; v < rp.end; v += (int64_t)THREADS * VEC) {
-		vec16<T> u;
+		pack16<T> u;
 		float x[VEC];
 		u.v = *(const int4 *)(z + v);
 		for (int k = 0; k < VEC; k++)
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(THREADS) classifier_k(T *logits, float *loss, 
 		for (int64_t v = threadIdx.x; v < rp.head; v += THREADS)
 			z[v] = from_f<T>((expf(to_f(z[v]) - mx) * inv - (v == t ? 1.0f : 0.0f)) * gscale);
 		for (int64_t v = rp.head + (int64_t)threadIdx.x * VEC; v < rp.end; v += (int64_t)THREADS * VEC) {
-			vec16<T> u;
+			pack16<T> u;
 			u.v = *(const int4 *)(z + v);
 			for (int k = 0; k < VEC; k++)
 				u.e[k] = from_f<T>((expf(to_f(u.e[k]) - mx) * inv - (v + k == t ? 1.0f : 0.0f)) * gscale);
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(THREADS) classifier_reg_k(T *logits, float *lo
 	int t = target[n];
 	float mx = -INFINITY, sum = 0, zt = 0;
 	rowparts<T> rp(z, V);
-	vec16<T> u[REG_NV];
+	pack16<T> u[REG_NV];
 
 	if (t < 0) {
 		if (threadIdx.x == 0)

@@ -124,25 +124,6 @@ __global__ void colsum_final_k(float *d1, float *d2, const float *part, int nchu
 // ---- vectorized forms: 16-byte loads, rows whose length is a multiple of the vector ----
 // (one warp per row; the row's second and third passes come from L1)
 
-template <typename T> struct vec16 {
-	static constexpr int N = 16 / sizeof(T);
-	__device__ __forceinline__ static void load(float *f, const T *p)
-	{
-		int4 raw = *(const int4 *)p;
-		const T *e = (const T *)&raw;
-		for (int k = 0; k < N; k++)
-			f[k] = to_f(e[k]);
-	}
-	__device__ __forceinline__ static void store(T *p, const float *f)
-	{
-		int4 raw;
-		T *e = (T *)&raw;
-		for (int k = 0; k < N; k++)
-			e[k] = from_f<T>(f[k]);
-		*(int4 *)p = raw;
-	}
-};
-
 template <typename T>
 __global__ void norm_fwd_v(T *out, float *stats, const T *x, const T *w, const T *b, int64_t N, int h, int rms,
 			   float eps)

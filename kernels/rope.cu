@@ -33,8 +33,8 @@ __global__ void rope_k(T *qkv, const float *cs, int64_t N, int T_, int np, int n
 	x[i + half] = from_f<T>(x2 * c + x1 * s);
 }
 
-// The vector path: 8 consecutive pairs (i, i + hd/2) of a head a thread, 16-byte loads
-// where 8 elements are 16 bytes (bf16, fp16), a token row per block row: no 64-bit
+// The vector path (16-bit types, where 8 elements are 16 bytes): 8 consecutive pairs
+// (i, i + hd/2) of a head a thread, a token row per block row: no 64-bit
 // division per element (see swiglu.cu for what the scalar kernel cost)
 template <typename T>
 __global__ void rope_v(T *qkv, const float *cs, int64_t N, int T_, int np, int ng, int hd, int inverse)
@@ -47,20 +47,21 @@ __global__ void rope_v(T *qkv, const float *cs, int64_t N, int T_, int np, int n
 	for (int64_t n = blockIdx.y; n < N; n += gridDim.y) {
 		const float4 *c4 = (const float4 *)(cs + ((int64_t)(n % T_) * half + i) * 2);
 		T *x = qkv + n * row + off + i;
-		int4 ra = *(const int4 *)x, rb = *(const int4 *)(x + half);
-		T *a = (T *)&ra, *b = (T *)&rb;
+		float a[8], b[8];
+		vec16<T>::load(a, x);
+		vec16<T>::load(b, x + half);
 #pragma unroll
 		for (int q = 0; q < 4; q++) {
 			float4 t = c4[q]; // cos, sin of pair 2q, then of 2q + 1
 			float s0 = inverse ? -t.y : t.y, s1 = inverse ? -t.w : t.w;
-			float a0 = to_f(a[2 * q]), b0 = to_f(b[2 * q]), a1 = to_f(a[2 * q + 1]), b1 = to_f(b[2 * q + 1]);
-			a[2 * q] = from_f<T>(a0 * t.x - b0 * s0);
-			b[2 * q] = from_f<T>(b0 * t.x + a0 * s0);
-			a[2 * q + 1] = from_f<T>(a1 * t.z - b1 * s1);
-			b[2 * q + 1] = from_f<T>(b1 * t.z + a1 * s1);
+			float a0 = a[2 * q], b0 = b[2 * q], a1 = a[2 * q + 1], b1 = b[2 * q + 1];
+			a[2 * q] = a0 * t.x - b0 * s0;
+			b[2 * q] = b0 * t.x + a0 * s0;
+			a[2 * q + 1] = a1 * t.z - b1 * s1;
+			b[2 * q + 1] = b1 * t.z + a1 * s1;
 		}
-		*(int4 *)x = ra;
-		*(int4 *)(x + half) = rb;
+		vec16<T>::store(x, a);
+		vec16<T>::store(x + half, b);
 	}
 }
 
@@ -69,13 +70,16 @@ static int rope(void *qkv, const float *cs, int64_t N, int64_t T_, int np, int n
 {
 	int64_t total = N * (np + ng) * (hd / 2);
 
-	if (sizeof(T) == 2 && hd % 16 == 0 && (uintptr_t)qkv % 16 == 0 && (uintptr_t)cs % 16 == 0) {
-		int vecs = (np + ng) * (hd / 16);
-		dim3 grid((unsigned)((vecs + 127) / 128), (unsigned)(N < 65535 ? N : 65535));
-		rope_v<T><<<grid, 128, 0, MT_STREAM>>>((T *)qkv, cs, N, (int)T_, np, ng, hd, inverse);
-	} else {
-		rope_k<T><<<(unsigned)((total + 255) / 256), 256, 0, MT_STREAM>>>((T *)qkv, cs, N, (int)T_, np, ng, hd, inverse);
+	if constexpr (sizeof(T) == 2) {
+		if (hd % 16 == 0 && (uintptr_t)qkv % 16 == 0 && (uintptr_t)cs % 16 == 0) {
+			int vecs = (np + ng) * (hd / 16);
+			dim3 grid((unsigned)((vecs + 127) / 128), (unsigned)(N < 65535 ? N : 65535));
+			rope_v<T><<<grid, 128, 0, MT_STREAM>>>((T *)qkv, cs, N, (int)T_, np, ng, hd, inverse);
+			MT_LAUNCH_CHECK("rope");
+			return 0;
+		}
 	}
+	rope_k<T><<<(unsigned)((total + 255) / 256), 256, 0, MT_STREAM>>>((T *)qkv, cs, N, (int)T_, np, ng, hd, inverse);
 	MT_LAUNCH_CHECK("rope");
 	return 0;
 }
