@@ -36,3 +36,15 @@ ckpt-hash() {
 	printf 'ckpt-hash-failed-%s-%s\n' "$BASHPID" "$RANDOM"
 	return 1
 }
+
+# The PID of rank $2 of the mt-train run tagged MT_TEST_TAG=$1 (read from the environment
+# of our own processes, so nothing is looked up by name; MPICH, PMIx and Open MPI ranks)
+rank_pid() {
+	local p
+	for p in /proc/[0-9]*; do
+		{ [ "$(cat "$p/comm")" = mt-train ] &&
+			tr '\0' '\n' < "$p/environ" | grep -qx "MT_TEST_TAG=$1" &&
+			tr '\0' '\n' < "$p/environ" | grep -Eqx "(PMI_RANK|PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" &&
+			echo "${p#/proc/}"; } 2>/dev/null
+	done | head -1
+}

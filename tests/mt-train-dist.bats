@@ -28,18 +28,6 @@ fields() {
 	python3 -c 'import json,sys; [print(json.dumps({k: d[k] for k in ("iteration", "consumed_samples", "loss", "lr", "grad_norm", "valid_loss") if k in d})) for d in map(json.loads, open(sys.argv[1]))]' "$1"
 }
 
-# the PID of rank $2 of the run tagged MT_TEST_TAG=$1 (read from the environment of
-# our own processes: nothing is looked up by name)
-rank_pid() {
-	local p
-	for p in /proc/[0-9]*; do
-		{ [ "$(cat "$p/comm")" = mt-train ] &&
-			tr '\0' '\n' < "$p/environ" | grep -qx "MT_TEST_TAG=$1" &&
-			tr '\0' '\n' < "$p/environ" | grep -Eqx "(PMI_RANK|PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" &&
-			echo "${p#/proc/}"; } 2>/dev/null
-	done | head -1
-}
-
 @test "dist.h's collectives on 1, 2 and 3 ranks give the known results" {
 	for n in 1 2 3; do
 		run -0 mpiexec -n $n dist-check
