@@ -379,10 +379,10 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 	__syncthreads();
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++) {
-		if (!QSM)
+		if constexpr (!QSM)
 #pragma unroll
 			for (int k = 0; k < NK; k++)
-				ldsm4(qf[QSM ? 0 : mi][QSM ? 0 : k], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+				ldsm4(qf[mi][k], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++)
 			o[mi][n][0] = o[mi][n][1] = o[mi][n][2] = o[mi][n][3] = 0.0f;
@@ -411,17 +411,21 @@ __global__ void __launch_bounds__(FA_THREADS, 2) fa_fwd(T *y, float *lse, const 
 #pragma unroll
 			for (int k = 0; k < NK; k++) {
 				unsigned qa[QSM ? MI : 1][4];
-				if (QSM)
+				if constexpr (QSM)
 #pragma unroll
 					for (int mi = 0; mi < MI; mi++)
-						ldsm4(qa[QSM ? mi : 0], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
+						ldsm4(qa[mi], at_a(Qs + (RW * w + 16 * mi) * LDT + 16 * k, LDT, lane));
 #pragma unroll
 				for (int n = 0; n < KT / 16; n++) {
 					unsigned kb[4];
 					ldsm4(kb, at_b(Kt + 16 * n * LDT + 16 * k, LDT, lane));
 #pragma unroll
 					for (int mi = 0; mi < MI; mi++) {
-						const unsigned *a = QSM ? qa[QSM ? mi : 0] : qf[QSM ? 0 : mi][QSM ? 0 : k];
+						const unsigned *a;
+						if constexpr (QSM)
+							a = qa[mi];
+						else
+							a = qf[mi][k];
 						mma16816<T>(s[mi][2 * n], a, kb[0], kb[1]);
 						mma16816<T>(s[mi][2 * n + 1], a, kb[2], kb[3]);
 					}

@@ -3,6 +3,13 @@
 
 #include "common.cuh"
 
+// the offset in a QKV row of rotated head hh: the np query heads, then the ng key heads
+// (Megatron's layout: per query group its query heads, its key head, its value head)
+__device__ __forceinline__ int rope_head_off(int hh, int np, int per, int hd)
+{
+	return hh < np ? ((hh / per) * (per + 2) + hh % per) * hd : ((hh - np) * (per + 2) + per) * hd;
+}
+
 template <typename T>
 __global__ void rope_k(T *qkv, const float *cs, int64_t N, int T_, int np, int ng, int hd, int inverse)
 {
@@ -18,10 +25,7 @@ __global__ void rope_k(T *qkv, const float *cs, int64_t N, int T_, int np, int n
 	hh = (int)((idx / half) % heads);
 	n = idx / half / heads;
 	t = (int)(n % T_);
-	if (hh < np)
-		off = ((hh / per) * (per + 2) + hh % per) * hd;
-	else
-		off = ((hh - np) * (per + 2) + per) * hd;
+	off = rope_head_off(hh, np, per, hd);
 	c = cs[((int64_t)t * half + i) * 2];
 	s = cs[((int64_t)t * half + i) * 2 + 1];
 	if (inverse)
@@ -43,7 +47,7 @@ __global__ void rope_v(T *qkv, const float *cs, int64_t N, int T_, int np, int n
 	int v = blockIdx.x * blockDim.x + threadIdx.x, hh = v / (half / 8), i = (v % (half / 8)) * 8, off;
 	if (hh >= heads)
 		return;
-	off = hh < np ? ((hh / per) * (per + 2) + hh % per) * hd : ((hh - np) * (per + 2) + per) * hd;
+	off = rope_head_off(hh, np, per, hd);
 	for (int64_t n = blockIdx.y; n < N; n += gridDim.y) {
 		const float4 *c4 = (const float4 *)(cs + ((int64_t)(n % T_) * half + i) * 2);
 		T *x = qkv + n * row + off + i;
