@@ -1,6 +1,7 @@
 # mt: one non-recursive Makefile (docs/architecture.md).
 #
-#   make               libmt.a, libmt_cuda.a when nvcc is found, and bin/mt-*
+#   make               libmt.a, libmt_cuda.a when nvcc is found, and build/bin/mt-*
+#                      (tool sources in bin/, every output under build/)
 #   make CUDA=0        CPU-only build
 #   make test          unit tests, then the Bats suites; ends "N passed, N failed"
 #   make demo          the demo pipeline on the built-in corpus
@@ -28,7 +29,9 @@ PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
-MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
+# lib/ holds one folder a layer (docs/architecture.md); includes name the folder
+LAYERS := base data text model dist backend ckpt train infer eval
+MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(LAYERS:%=-Ilib/%) $(PKG_CFLAGS)
 # OpenBLAS built for OpenMP: the pthreads build spins its own threads against the
 # trainer's OpenMP ones (measured: 10k against 38k tokens/s on the tiny model)
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -78,12 +81,12 @@ endif
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -ffp-contract=off -fopenmp $(MT_CPPFLAGS) -MMD -MP
 
 TOOLS := mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate
-LIB_SRC := $(wildcard lib/*.c)
+LIB_SRC := $(wildcard $(LAYERS:%=lib/%/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC := $(wildcard kernels/*.cu)
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
 TOOL_OBJ := $(BUILD)/bin/tool.o $(BUILD)/bin/dataopts.o
-BINS := $(TOOLS:%=bin/%)
+BINS := $(TOOLS:%=$(BUILD)/bin/%)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(wildcard tests/helpers/*.c)
@@ -116,12 +119,12 @@ ifneq ($(file <$(VERSION_FILE)),$(VERSION_NOW))
 $(shell mkdir -p $(BUILD))
 $(file >$(VERSION_FILE),$(VERSION_NOW))
 endif
-$(BUILD)/lib/version.o: $(VERSION_FILE)
-$(BUILD)/lib/version.o: ALL_CFLAGS += -DMT_VERSION='"$(VERSION_NOW)"'
+$(BUILD)/lib/base/version.o: $(VERSION_FILE)
+$(BUILD)/lib/base/version.o: ALL_CFLAGS += -DMT_VERSION='"$(VERSION_NOW)"'
 
 
-$(BUILD)/lib/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
-bin/mt-train: LINK_LIBS += $(MPI_LIBS)
+$(BUILD)/lib/dist/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
+$(BUILD)/bin/mt-train: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/test_dist: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/dist-check: LINK_LIBS += $(MPI_LIBS)
 
@@ -143,7 +146,7 @@ $(BUILD)/libmt_cuda.a: $(CU_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-bin/%: $(BUILD)/bin/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
+$(BINS): $(BUILD)/bin/%: $(BUILD)/bin/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
 
@@ -183,6 +186,6 @@ uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/share/mt $(DESTDIR)$(PREFIX)/share/doc/mt
 
 clean:
-	rm -rf $(BUILD) $(BINS)
+	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -20,15 +20,15 @@ trap 'rm -rf "$W"' EXIT
 export OMP_NUM_THREADS=$THREADS
 
 python3 share/demo/make-corpus.py --docs 2000 > "$W/c.jsonl"
-bin/mt-tokenize train -q --input "$W/c.jsonl" --vocab-size 4096 --output-prefix "$W/bpe"
+build/bin/mt-tokenize train -q --input "$W/c.jsonl" --vocab-size 4096 --output-prefix "$W/bpe"
 python3 -c 'import json, sys
 docs = [json.loads(l)["text"] for l in open(sys.argv[1])]
 open(sys.argv[2], "w").write(" ".join(docs[:int(sys.argv[3])]) + "\n")' "$W/c.jsonl" "$W/text.txt" "$DOCS"
-bin/mt-train -q --config "$CONF" --seq-length "$SEQ" --max-position-embeddings "$SEQ" --mock-data \
+build/bin/mt-train -q --config "$CONF" --seq-length "$SEQ" --max-position-embeddings "$SEQ" --mock-data \
 	--tokenizer-type GPT2BPETokenizer --vocab-file "$W/bpe-vocab.json" --merge-file "$W/bpe-merges.txt" \
 	--micro-batch-size 1 --train-iters 1 --lr 1e-4 --save "$W/ck"
 
-bin/mt-eval -q --load "$W/ck" --wikitext "$W/text.txt" --overlapping-eval "$STRIDE" --micro-batch-size "$MBS" \
+build/bin/mt-eval -q --load "$W/ck" --wikitext "$W/text.txt" --overlapping-eval "$STRIDE" --micro-batch-size "$MBS" \
 	--json --device "$DEVICE" > "$W/mt.json"
 /usr/bin/python3 tests/reference/torch_eval.py "$W/ck/iter_0000001/model.h5" --vocab-file "$W/bpe-vocab.json" \
 	--merge-file "$W/bpe-merges.txt" --wikitext "$W/text.txt" --overlapping-eval "$STRIDE" \

@@ -34,13 +34,13 @@ export OMP_NUM_THREADS=$THREADS
 GPU=$([ "$MT_DEVICE" = cuda ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo none)
 echo "# $(getconf _NPROCESSORS_ONLN) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(date -u +'%F %H:%M UTC'),"\
 	"OMP_NUM_THREADS=$THREADS, GPU: $GPU, load average $(cut -d' ' -f1-3 /proc/loadavg), $NEW new tokens, 16-token prompts"
-bin/mt-train --config share/configs/gpt2-small.conf --mock-data --vocab-size 50257 --seq-length 64 \
+build/bin/mt-train --config share/configs/gpt2-small.conf --mock-data --vocab-size 50257 --seq-length 64 \
 	--micro-batch-size 1 --train-iters 1 --lr 1e-6 --save "$W/ck" -q
 for B in $BATCHES; do
 	$PY -c 'import random, sys
 r = random.Random(int(sys.argv[1]))
 for _ in range(int(sys.argv[1])): print(" ".join(str(r.randrange(50257)) for _ in range(16)))' "$B" > "$W/prompts.txt"
-	bin/mt-generate --load "$W/ck" "${MT_FLAGS[@]}" --tokenizer-type NullTokenizer --eod-id -1 --temperature 0 --max-tokens "$NEW" \
+	build/bin/mt-generate --load "$W/ck" "${MT_FLAGS[@]}" --tokenizer-type NullTokenizer --eod-id -1 --temperature 0 --max-tokens "$NEW" \
 		--batch-size "$B" --prompts-file "$W/prompts.txt" > "$W/out.txt" 2> "$W/mt.log"
 	mt=$(grep -o '([0-9.]* tokens/s' "$W/mt.log" | tr -d '(' | cut -d' ' -f1)
 	# the summary ends "(... tokens/s, batch B, DEVICE PRECISION)"

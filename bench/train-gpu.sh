@@ -38,7 +38,7 @@ trap 'rm -rf "$W"' EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 
 for B in "${BS[@]}"; do
-	bin/mt-train --device cuda --bf16 "${ARCH[@]}" --vocab-size 50257 --mock-data \
+	build/bin/mt-train --device cuda --bf16 "${ARCH[@]}" --vocab-size 50257 --mock-data \
 		--micro-batch-size "$B" --global-batch-size "$B" --train-iters "$STEPS" --log-interval 1 \
 		--lr 6e-4 --weight-decay 0.1 --clip-grad 1.0 --eval-iters 0 --log-json "$W/mt$B.jsonl" ${MT_FLAGS:-} 2> "$W/mt$B.log"
 	rc=$?

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/files.h"
-#include "../lib/log.h"
+#include "base/files.h"
+#include "base/log.h"
 #include "tool.h"
 
 void mt_dataopts_init(struct mt_dataopts *d)

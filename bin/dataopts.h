@@ -6,8 +6,8 @@
 
 #include <stdio.h>
 
-#include "../lib/dataplan.h"
-#include "../lib/opt.h"
+#include "data/dataplan.h"
+#include "base/opt.h"
 
 enum {
 	MT_DOPT_DATA_PATH = 600, MT_DOPT_DATA_ARGS_PATH, MT_DOPT_TRAIN_PATH, MT_DOPT_VALID_PATH,

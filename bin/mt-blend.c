@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/dataplan.h"
+#include "data/dataplan.h"
 #include "dataopts.h"
 #include "tool.h"
 

@@ -3,10 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/ckpt.h"
-#include "../lib/hfio.h"
-#include "../lib/log.h"
-#include "../lib/model.h"
+#include "ckpt/ckpt.h"
+#include "ckpt/hfio.h"
+#include "base/log.h"
+#include "ckpt/model.h"
 #include "tool.h"
 
 static const char *const synopsis[] = {

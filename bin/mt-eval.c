@@ -12,17 +12,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/ckpt.h"
-#include "../lib/detok.h"
-#include "../lib/evaltext.h"
-#include "../lib/files.h"
-#include "../lib/dataplan.h"
-#include "../lib/ledger.h"
-#include "../lib/lmeval.h"
-#include "../lib/log.h"
-#include "../lib/model.h"
-#include "../lib/progress.h"
-#include "../lib/tokenizer.h"
+#include "ckpt/ckpt.h"
+#include "text/detok.h"
+#include "eval/evaltext.h"
+#include "base/files.h"
+#include "data/dataplan.h"
+#include "eval/ledger.h"
+#include "eval/lmeval.h"
+#include "base/log.h"
+#include "ckpt/model.h"
+#include "base/progress.h"
+#include "text/tokenizer.h"
 #include "dataopts.h"
 #include "tool.h"
 

@@ -10,15 +10,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "../lib/backend.h"
-#include "../lib/genapi.h"
-#include "../lib/generate.h"
-#include "../lib/genserver.h"
-#include "../lib/infer.h"
-#include "../lib/input.h"
-#include "../lib/log.h"
-#include "../lib/model.h"
-#include "../lib/tokenizer.h"
+#include "backend/backend.h"
+#include "infer/genapi.h"
+#include "infer/generate.h"
+#include "infer/genserver.h"
+#include "infer/infer.h"
+#include "base/input.h"
+#include "base/log.h"
+#include "ckpt/model.h"
+#include "text/tokenizer.h"
 #include "tool.h"
 
 static const char *const synopsis[] = {

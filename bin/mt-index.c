@@ -12,14 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../lib/bpe.h"
-#include "../lib/idx.h"
-#include "../lib/idxcheck.h"
-#include "../lib/idxstat.h"
-#include "../lib/log.h"
-#include "../lib/progress.h"
-#include "../lib/tokenizer.h"
-#include "../lib/utf8.h"
+#include "text/bpe.h"
+#include "data/idx.h"
+#include "data/idxcheck.h"
+#include "data/idxstat.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "text/tokenizer.h"
+#include "base/utf8.h"
 #include "dataopts.h"
 #include "tool.h"
 

@@ -5,14 +5,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/bpe.h"
-#include "../lib/bpetrain.h"
-#include "../lib/idx.h"
-#include "../lib/input.h"
-#include "../lib/log.h"
-#include "../lib/progress.h"
-#include "../lib/tokenize.h"
-#include "../lib/tokenizer.h"
+#include "text/bpe.h"
+#include "text/bpetrain.h"
+#include "data/idx.h"
+#include "base/input.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "text/tokenize.h"
+#include "text/tokenizer.h"
 #include "tool.h"
 
 static const char *const synopsis[] = {

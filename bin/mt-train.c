@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/dist.h"
-#include "../lib/estimate.h"
-#include "../lib/log.h"
-#include "../lib/tokenizer.h"
-#include "../lib/train.h"
+#include "dist/dist.h"
+#include "train/estimate.h"
+#include "base/log.h"
+#include "text/tokenizer.h"
+#include "train/train.h"
 #include "dataopts.h"
 #include "tool.h"
 

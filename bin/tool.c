@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/atomic.h"
-#include "../lib/log.h"
-#include "../lib/version.h"
+#include "base/atomic.h"
+#include "base/log.h"
+#include "base/version.h"
 
 static const struct mt_tool_info *tool;
 

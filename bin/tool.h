@@ -4,8 +4,8 @@
 #ifndef MT_TOOL_H
 #define MT_TOOL_H
 
-#include "../lib/err.h"
-#include "../lib/opt.h"
+#include "base/err.h"
+#include "base/opt.h"
 
 /* Set the log prefix and signal handlers; call first in main(). */
 void mt_tool_start(const struct mt_tool_info *t);

@@ -4,7 +4,7 @@
 # when one is visible) in a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/bin:$PATH"
+export PATH="$PWD/build/bin:$PATH"
 DEMO=${DEMO_DIR:-demo}
 mkdir -p "$DEMO"
 

@@ -5,7 +5,7 @@ bats_require_minimum_version 1.5.0
 MT_ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 MT_BUILD=${BUILD:-build}
 case $MT_BUILD in /*) ;; *) MT_BUILD=$MT_ROOT/$MT_BUILD ;; esac
-export PATH="$MT_ROOT/bin:$MT_BUILD/tests:$PATH"
+export PATH="$MT_BUILD/bin:$MT_BUILD/tests:$PATH"
 
 MT_TOOLS="mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate"
 

@@ -23,7 +23,7 @@ if [ -z "$CLANG" ]; then
 fi
 [ -n "$CLANG" ] || { echo "skip: clang is not installed"; exit 77; }
 mkdir -p "$OUT/corpus" "$OUT/seeds" "$OUT/artifacts"
-FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -std=gnu11 -Ilib)
+FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -std=gnu11 -Ilib -Ilib/base -Ilib/data)
 
 # the runtime: a target that does nothing must link
 printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }\n' > "$OUT/probe.c"
@@ -32,7 +32,7 @@ if ! "$CLANG" "${FLAGS[@]}" -o "$OUT/probe" "$OUT/probe.c" >"$OUT/probe.log" 2>&
 	exit 77
 fi
 
-SRC=(tests/fuzz/fuzz_idx.c lib/idx.c lib/idxcheck.c lib/idxstat.c lib/atomic.c lib/err.c)
+SRC=(tests/fuzz/fuzz_idx.c lib/data/idx.c lib/data/idxcheck.c lib/data/idxstat.c lib/base/atomic.c lib/base/err.c)
 echo "# building $OUT/fuzz_idx with $CLANG"
 "$CLANG" "${FLAGS[@]}" -o "$OUT/fuzz_idx" "${SRC[@]}" -lpthread || exit 1
 python3 tests/fuzz/make-seeds.py "$OUT/seeds" || exit 1

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/atomic.h"
+#include "base/atomic.h"
 
 static const struct mt_tool_info info = { "atomic-write", "test helper", NULL, NULL, NULL };
 

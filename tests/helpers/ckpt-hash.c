@@ -6,9 +6,9 @@
 #include <stdlib.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/ckpt.h"
-#include "../../lib/config.h"
-#include "../../lib/params.h"
+#include "ckpt/ckpt.h"
+#include "model/config.h"
+#include "model/params.h"
 
 static const struct mt_tool_info info = { "ckpt-hash", "test helper", NULL, NULL, NULL };
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/dist.h"
+#include "dist/dist.h"
 
 int main(void)
 {

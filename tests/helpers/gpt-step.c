@@ -27,13 +27,13 @@
 #include <sys/stat.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/backend.h"
-#include "../../lib/ckpt.h"
-#include "../../lib/config.h"
-#include "../../lib/gpt.h"
-#include "../../lib/npy.h"
-#include "../../lib/optim.h"
-#include "../../lib/params.h"
+#include "backend/backend.h"
+#include "ckpt/ckpt.h"
+#include "model/config.h"
+#include "model/gpt.h"
+#include "data/npy.h"
+#include "model/optim.h"
+#include "model/params.h"
 
 enum {
 	O_LAYERS = 256, O_HIDDEN, O_HEADS, O_GROUPS, O_FFN, O_SEQ, O_MAXPOS, O_VOCAB, O_DIVISIBLE, O_POSEMB,

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/idx.h"
+#include "data/idx.h"
 
 static const struct mt_tool_info info = { "idx-dump", "test helper", NULL, NULL, NULL };
 

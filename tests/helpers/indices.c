@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/blend.h"
-#include "../../lib/gptsamples.h"
+#include "data/blend.h"
+#include "data/gptsamples.h"
 
 static const struct mt_tool_info info = { "indices", "test helper", NULL, NULL, NULL };
 

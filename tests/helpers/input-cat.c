@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/input.h"
-#include "../../lib/progress.h"
+#include "base/input.h"
+#include "base/progress.h"
 
 static const char *const synopsis[] = { "[-q] FILE...", NULL };
 static const struct mt_tool_info info = { "input-cat", "test helper", synopsis, NULL, NULL };

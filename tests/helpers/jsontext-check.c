@@ -4,8 +4,8 @@
 #include <stdio.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/input.h"
-#include "../../lib/jsontext.h"
+#include "base/input.h"
+#include "base/jsontext.h"
 
 static const struct mt_tool_info info = { "jsontext-check", "test helper", NULL, NULL, NULL };
 

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "../../bin/tool.h"
-#include "../../lib/hfio.h"
-#include "../../lib/model.h"
-#include "../../lib/npy.h"
+#include "ckpt/hfio.h"
+#include "ckpt/model.h"
+#include "data/npy.h"
 
 enum { O_IDS = 256, O_OUTPUT };
 

@@ -13,17 +13,17 @@ W=${1:-$(mktemp -d)}
 mkdir -p "$W"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 python3 share/demo/make-corpus.py --docs 2000 > "$W/c.jsonl"
-bin/mt-tokenize train -q --input "$W/c.jsonl" --vocab-size 400 --output-prefix "$W/bpe"
-bin/mt-tokenize -q --input "$W/c.jsonl" --json-keys text --tokenizer-type GPT2BPETokenizer \
+build/bin/mt-tokenize train -q --input "$W/c.jsonl" --vocab-size 400 --output-prefix "$W/bpe"
+build/bin/mt-tokenize -q --input "$W/c.jsonl" --json-keys text --tokenizer-type GPT2BPETokenizer \
 	--vocab-file "$W/bpe-vocab.json" --merge-file "$W/bpe-merges.txt" --append-eod --output-prefix "$W/c"
-bin/mt-train -q --config share/configs/tiny.conf --data-path "$W/c_text_document" --tokenizer-type GPT2BPETokenizer \
+build/bin/mt-train -q --config share/configs/tiny.conf --data-path "$W/c_text_document" --tokenizer-type GPT2BPETokenizer \
 	--vocab-file "$W/bpe-vocab.json" --merge-file "$W/bpe-merges.txt" --split 90,8,2 --data-cache-path "$W/cache" \
 	--micro-batch-size 4 --global-batch-size 8 --train-iters 150 --lr 3e-3 --save "$W/ck"
 python3 -c 'import json, sys
 docs = [json.loads(l)["text"] for l in open(sys.argv[1])]
 open(sys.argv[2], "w").write(" ".join(docs[:40]) + "\n")' "$W/c.jsonl" "$W/text.txt"
-bin/mt-ckpt-reshard export --format hf-gpt2 "$W/ck" "$W/hf"
-bin/mt-eval -q --load "$W/ck" --wikitext "$W/text.txt" --json > "$W/mt.json"
+build/bin/mt-ckpt-reshard export --format hf-gpt2 "$W/ck" "$W/hf"
+build/bin/mt-eval -q --load "$W/ck" --wikitext "$W/text.txt" --json > "$W/mt.json"
 /usr/bin/python3 tests/reference/torch_eval.py "$W/ck/iter_0000150/model.h5" --hf "$W/hf" \
 	--vocab-file "$W/bpe-vocab.json" --merge-file "$W/bpe-merges.txt" --wikitext "$W/text.txt" > "$W/hf.json"
 python3 - "$W/mt.json" "$W/hf.json" <<'PY'

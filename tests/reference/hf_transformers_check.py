@@ -190,7 +190,7 @@ def main():
     if len(a.format) != len(a.ckpt) + len(a.hf_dir):
         ap.error("give one --format per --ckpt and --hf-dir")
     if not (os.access(RESHARD, os.X_OK) and os.access(LOGPROBS, os.X_OK)):
-        subprocess.run(["make", "-C", ROOT, "-j4", "CUDA=0", "bin/mt-ckpt-reshard", "build/tests/mt-logprobs"], check=True)
+        subprocess.run(["make", "-C", ROOT, "-j4", "CUDA=0", "build/bin/mt-ckpt-reshard", "build/tests/mt-logprobs"], check=True)
     import transformers
     print("transformers %s, torch %s" % (transformers.__version__, torch.__version__))
     tmp = a.keep or tempfile.mkdtemp(prefix="mt-hf-check.")

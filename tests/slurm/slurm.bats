@@ -10,7 +10,7 @@ cpu_only
 MT_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 MT_BUILD=${BUILD:-build}
 case $MT_BUILD in /*) ;; *) MT_BUILD=$MT_ROOT/$MT_BUILD ;; esac
-export PATH="$MT_ROOT/bin:$MT_BUILD/tests:$PATH"
+export PATH="$MT_BUILD/bin:$MT_BUILD/tests:$PATH"
 
 setup_file() {
 	why=$("$MT_ROOT/tests/slurm/cluster.sh" check) || skip "no local Slurm: $why"
@@ -38,7 +38,7 @@ setup() {
 	export OMP_NUM_THREADS=1
 	# the small template on this machine: 2 ranks, CPU, the tiny model on the Markov corpus
 	SB=(sbatch --parsable -n 2 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --chdir="$T"
-		--output="$T/job.out" --export=ALL,MT_BIN="$MT_ROOT/bin",MT_SLURM="$MT_ROOT/slurm",CONFIG="$MT_ROOT/share/configs/tiny.conf",DATA="$S/mk_text_document","TOKENIZER=--tokenizer-type NullTokenizer --vocab-size 64",CKPT="$T/ck",LOGS="$T/logs",DEVICE=cpu,PRECISION=,MICRO_BATCH=2,GLOBAL_BATCH=8,WARMUP=5,"EXTRA=--data-cache-path $S/cache --distributed-timeout-seconds 60")
+		--output="$T/job.out" --export=ALL,MT_BIN="$MT_BUILD/bin",MT_SLURM="$MT_ROOT/slurm",CONFIG="$MT_ROOT/share/configs/tiny.conf",DATA="$S/mk_text_document","TOKENIZER=--tokenizer-type NullTokenizer --vocab-size 64",CKPT="$T/ck",LOGS="$T/logs",DEVICE=cpu,PRECISION=,MICRO_BATCH=2,GLOBAL_BATCH=8,WARMUP=5,"EXTRA=--data-cache-path $S/cache --distributed-timeout-seconds 60")
 }
 
 # wait until job $1 has left the queue (at most $2 seconds); its final state on stdout
@@ -127,7 +127,7 @@ sys.stdout.write("\0".join(out))'
 	sed -n 201,350p mk.jsonl | gzip > "$T/b.jsonl.gz"
 	sed -n '351,$p' mk.jsonl > "$T/c.jsonl"
 	printf '%s\n' "$T/a.jsonl" "$T/b.jsonl.gz" "$T/c.jsonl" > "$T/inputs.txt"
-	export MT_BIN=$MT_ROOT/bin INPUTS=$T/inputs.txt OUT=$T/out NAME=corpus
+	export MT_BIN=$MT_BUILD/bin INPUTS=$T/inputs.txt OUT=$T/out NAME=corpus
 	export TOKENIZER="--tokenizer-type NullTokenizer --vocab-size 64" EXTRA=
 	run -0 "$MT_ROOT/slurm/submit-preprocess.sh" "$MT_ROOT/templates/preprocess.sbatch" --chdir="$T" \
 		--output="$T/pre-%A_%a.out" --cpus-per-task=1
@@ -177,16 +177,16 @@ sys.stdout.write("\0".join(out))'
 }
 
 @test "gpt-175b.sbatch: its dry run validates 1024 ranks without a GPU" {
-	run -0 --separate-stderr env MT_DRY_RUN=1 MT_BIN="$MT_ROOT/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
+	run -0 --separate-stderr env MT_DRY_RUN=1 MT_BIN="$MT_BUILD/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
 		bash "$MT_ROOT/templates/gpt-175b.sbatch"
 	[[ $output == *"ranks: 1024 = tensor 8 x data 8 x pipeline 16"* ]]
 	[[ $output == *"batch rampup: from 16 by 16"* ]]
 	# every training flag of the template is one mt-train knows
-	run -0 --separate-stderr env MT_DRY_RUN=all MT_BIN="$MT_ROOT/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
+	run -0 --separate-stderr env MT_DRY_RUN=all MT_BIN="$MT_BUILD/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
 		TOKENIZER="--tokenizer-type NullTokenizer --vocab-size 50256" DATA="$T/blend.txt" bash "$MT_ROOT/templates/gpt-175b.sbatch"
 	[[ $output == *"ranks: 1024 = tensor 8 x data 8 x pipeline 16"* ]]
 	# and inside a job of 16 tasks the world is the job's (16 does not divide by 8 x 16)
-	run ! --separate-stderr env MT_DRY_RUN=1 SLURM_NTASKS=16 MT_BIN="$MT_ROOT/bin" \
+	run ! --separate-stderr env MT_DRY_RUN=1 SLURM_NTASKS=16 MT_BIN="$MT_BUILD/bin" \
 		CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" bash "$MT_ROOT/templates/gpt-175b.sbatch"
 	[[ $stderr == *"world size 16 is not a multiple of tensor x pipeline parallel size 8 x 16"* ]]
 }

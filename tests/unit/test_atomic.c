@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/atomic.h"
-#include "../../lib/progress.h"
+#include "base/atomic.h"
+#include "base/progress.h"
 #include "tap.h"
 
 static char dir[256];

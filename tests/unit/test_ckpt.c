@@ -26,7 +26,7 @@
 #include <hdf5.h>
 #include <jansson.h>
 
-#include "../../lib/ckpt.h"
+#include "ckpt/ckpt.h"
 #include "tap.h"
 
 /* ok(), printing the error message when the check fails */

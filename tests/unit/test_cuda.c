@@ -35,9 +35,9 @@
 #include "../../kernels/norm.h"
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
-#include "../../lib/backend.h"
-#include "../../lib/gpt.h"
-#include "../../lib/optim.h"
+#include "backend/backend.h"
+#include "model/gpt.h"
+#include "model/optim.h"
 
 static uint64_t rng = 88172645463325252ull;
 static double urand(void) /* in [-1, 1) */

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/config.h"
-#include "../../lib/ddpplan.h"
-#include "../../lib/params.h"
+#include "model/config.h"
+#include "dist/ddpplan.h"
+#include "model/params.h"
 #include "tap.h"
 
 static int is_boundary(const struct mt_params *t, int64_t x)

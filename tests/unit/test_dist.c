@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/dist.h"
-#include "../../lib/dp.h"
-#include "../../lib/estimate.h"
-#include "../../lib/optim.h"
-#include "../../lib/params.h"
+#include "dist/dist.h"
+#include "dist/dp.h"
+#include "train/estimate.h"
+#include "model/optim.h"
+#include "model/params.h"
 #include "tap.h"
 
 static void test_dist_layout(void)

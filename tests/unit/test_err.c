@@ -1,8 +1,8 @@
 /* Unit tests for lib/err.c and lib/opt.c: messages, exit classes, options. */
 #include <errno.h>
 
-#include "../../lib/err.h"
-#include "../../lib/opt.h"
+#include "base/err.h"
+#include "base/opt.h"
 #include "tap.h"
 
 static void test_err_set(void)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/gpt.h"
+#include "model/gpt.h"
 #include "tap.h"
 
 static void tiny(struct mt_config *c, int llama)

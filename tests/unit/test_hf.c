@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/hf.h"
+#include "ckpt/hf.h"
 #include "tap.h"
 
 static void base(struct mt_config *c, int llama)

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/idx.h"
+#include "data/idx.h"
 #include "tap.h"
 
 static char dir[256];

@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/idx.h"
-#include "../../lib/idxcheck.h"
-#include "../../lib/idxstat.h"
+#include "data/idx.h"
+#include "data/idxcheck.h"
+#include "data/idxstat.h"
 #include "tap.h"
 
 static char dir[256];

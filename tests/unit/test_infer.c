@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/gpt.h"
-#include "../../lib/infer.h"
+#include "model/gpt.h"
+#include "infer/infer.h"
 #include "tap.h"
 
 #define T 50

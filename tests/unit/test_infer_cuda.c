@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/infer.h"
+#include "infer/infer.h"
 #include "tap.h"
 
 #ifdef MT_HAVE_CUDA

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/input.h"
-#include "../../lib/jsonl.h"
+#include "base/input.h"
+#include "base/jsonl.h"
 #include "tap.h"
 
 static char dir[256];

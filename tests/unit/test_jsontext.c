@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/jsontext.h"
+#include "base/jsontext.h"
 #include "tap.h"
 
 static struct mt_jsontext j;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/lrsched.h"
+#include "model/lrsched.h"
 #include "tap.h"
 
 static char dir[256];

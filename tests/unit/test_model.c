@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/ckpt.h"
-#include "../../lib/model.h"
+#include "ckpt/ckpt.h"
+#include "ckpt/model.h"
 #include "tap.h"
 
 static int save_tiny(const char *dir, struct mt_config *c, struct mt_params *t, float **w, const char *args)

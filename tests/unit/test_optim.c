@@ -17,7 +17,7 @@
 #include <omp.h>
 #endif
 
-#include "../../lib/optim.h"
+#include "model/optim.h"
 #include "tap.h"
 
 static char dir[256];

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/pretok.h"
-#include "../../lib/unicode_classes.h"
+#include "text/pretok.h"
+#include "text/unicode_classes.h"
 #include "tap.h"
 
 static int utf8(uint32_t c, char *o)

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../lib/safetensors.h"
+#include "ckpt/safetensors.h"
 #include "tap.h"
 
 static char dir[256];

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/sample.h"
+#include "infer/sample.h"
 #include "tap.h"
 
 #define GRID 10000

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../lib/detok.h"
-#include "../../lib/ledger.h"
-#include "../../lib/zeroshot.h"
+#include "text/detok.h"
+#include "eval/ledger.h"
+#include "text/zeroshot.h"
 #include "tap.h"
 
 static void test_zeroshot_windows_cover_once(void)
