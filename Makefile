@@ -3,7 +3,8 @@
 #   make               libmt.a, libmt_cuda.a when nvcc is found, and build/bin/mt-*
 #                      (tool sources in bin/, every output under build/)
 #   make CUDA=0        CPU-only build
-#   make test          unit tests, then the Bats suites; ends "N passed, N failed"
+#   make test          layering check, unit tests, then the Bats suites; ends "N passed, N failed"
+#   make check-layers  no #include points up a layer (scripts/check-layers.sh)
 #   make demo          the demo pipeline on the built-in corpus
 #   make fuzz          fuzz the .idx reader for 20 s (clang, libFuzzer)
 #   make install       PREFIX=/usr/local DESTDIR= : binaries, docs, share, templates
@@ -31,7 +32,7 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -lja
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
 # lib/ holds one folder a layer (docs/architecture.md); includes name the folder
 LAYERS := base data text model dist backend ckpt train infer eval
-MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(LAYERS:%=-Ilib/%) $(PKG_CFLAGS)
+MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
 # OpenBLAS built for OpenMP: the pthreads build spins its own threads against the
 # trainer's OpenMP ones (measured: 10k against 38k tokens/s on the tiny model)
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -98,7 +99,7 @@ LIBMT_CUDA := $(BUILD)/libmt_cuda.a
 endif
 LINK_LIBS := $(LIBMT) $(LIBMT_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
-.PHONY: all test unit bats demo install uninstall clean check-deps
+.PHONY: all test unit bats demo install uninstall clean check-deps check-layers
 all: $(BINS)
 
 # Rebuild everything when the flags change (CUDA=0 after a CUDA build, say):
@@ -163,6 +164,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/helpers/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
 # make test: unit tests, then Bats, one summary line; non-zero on any failure.
 test: $(BINS) $(UNIT_BINS) $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) tests/run.sh
+
+check-layers:
+	$(Q)scripts/check-layers.sh
 
 demo: $(BINS)
 	$(Q)scripts/demo.sh

@@ -1,5 +1,5 @@
 /* mt-ckpt-reshard: what a checkpoint holds (inspect), and Hugging Face export and import
- * (lib/hfio.c); changing the parallel layout is planned and answers "not available yet". */
+ * (lib/ckpt/hfio.c); changing the parallel layout is planned and answers "not available yet". */
 #include <stdio.h>
 #include <string.h>
 

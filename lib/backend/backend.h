@@ -13,11 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "dist.h"
-#include "err.h"
-#include "optim.h"
-#include "params.h"
+#include "model/config.h"
+#include "dist/dist.h"
+#include "base/err.h"
+#include "model/optim.h"
+#include "model/params.h"
 
 struct mt_backend;
 

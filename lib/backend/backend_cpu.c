@@ -1,13 +1,13 @@
 /* backend_cpu.c: the reference backend: fp32 buffers in host memory, gpt.c's passes,
  * optim.c's AdamW (see backend.h). With the distributed optimizer the AdamW moments
  * live in dp.c, a shard per rank, so this backend holds none. */
-#include "backend.h"
+#include "backend/backend.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt.h"
+#include "model/gpt.h"
 
 struct cpu {
 	const struct mt_config *c;

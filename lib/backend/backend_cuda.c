@@ -43,7 +43,7 @@
  * and save_state move the whole state: each rank takes its pieces from the whole
  * buffers, and rank 0 gathers every piece (dist.h) for the checkpoint, so checkpoints
  * are the same global layout as a single GPU's and resume at any number of ranks. */
-#include "backend.h"
+#include "backend/backend.h"
 
 #ifdef MT_HAVE_CUDA
 
@@ -52,20 +52,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/adamw.h"
-#include "../kernels/attention.h"
-#include "../kernels/classifier.h"
-#include "../kernels/classifier_score.h"
-#include "../kernels/device.h"
-#include "../kernels/embed.h"
-#include "../kernels/gelu.h"
-#include "../kernels/matmul.h"
-#include "../kernels/norm.h"
-#include "../kernels/rope.h"
-#include "../kernels/swiglu.h"
-#include "ddpplan.h"
-#include "log.h"
-#include "ncclcomm.h"
+#include "../../kernels/adamw.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/classifier.h"
+#include "../../kernels/classifier_score.h"
+#include "../../kernels/device.h"
+#include "../../kernels/embed.h"
+#include "../../kernels/gelu.h"
+#include "../../kernels/matmul.h"
+#include "../../kernels/norm.h"
+#include "../../kernels/rope.h"
+#include "../../kernels/swiglu.h"
+#include "dist/ddpplan.h"
+#include "base/log.h"
+#include "dist/ncclcomm.h"
 
 /* cuBLASLt's workspace: 32 MiB, or MT_CUDA_WORKSPACE_MB from the environment */
 static size_t workspace_bytes(void)

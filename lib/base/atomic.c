@@ -1,6 +1,6 @@
 /* atomic.c: tmp + fsync + rename output (see atomic.h). Also keeps a small
  * registry of live temporary names so a signal handler can remove them. */
-#include "atomic.h"
+#include "base/atomic.h"
 
 #include <errno.h>
 #include <fcntl.h>

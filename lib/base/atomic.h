@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct mt_atomic {
 	char *path;

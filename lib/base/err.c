@@ -1,5 +1,5 @@
 /* err.c: the error buffer (see err.h). Formatting only: no printing, no exit. */
-#include "err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <stdio.h>

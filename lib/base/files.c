@@ -1,5 +1,5 @@
 /* files.c: small file-system helpers (see files.h). */
-#include "files.h"
+#include "base/files.h"
 
 #include <stdio.h>
 #include <stdlib.h>

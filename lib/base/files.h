@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* The whole of a file (any size, also a pipe) into *text, NUL-terminated, its length in
  * *len (len may be NULL); the caller frees *text. 0, or -1 with err naming the file. */

@@ -4,9 +4,9 @@
  * archive formats, and the "raw" format for a single (possibly compressed)
  * stream. mtree is left out on purpose: its detector accepts some plain text.
  * Lines are cut from a private buffer that grows to the longest line seen. */
-#include "input.h"
+#include "base/input.h"
 
-#include "log.h"
+#include "base/log.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct mt_input;
 

@@ -1,5 +1,5 @@
 /* jsonl.c: JSON lines on jansson (see jsonl.h). */
-#include "jsonl.h"
+#include "base/jsonl.h"
 
 #include <stdlib.h>
 #include <string.h>

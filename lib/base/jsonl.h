@@ -9,8 +9,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "input.h"
+#include "base/err.h"
+#include "base/input.h"
 
 struct mt_jsonl {
 	struct mt_input *in; /* not owned */

@@ -1,6 +1,6 @@
 /* jsontext.c: a validating single-pass JSON scanner that decodes only the strings
  * under the requested keys of a top-level object (see jsontext.h). */
-#include "jsontext.h"
+#include "base/jsontext.h"
 
 #include <stdlib.h>
 #include <string.h>

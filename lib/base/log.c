@@ -1,6 +1,6 @@
 /* log.c: leveled logging to stderr (see log.h). One fprintf per line so lines
  * from several threads do not interleave mid-line. */
-#include "log.h"
+#include "base/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

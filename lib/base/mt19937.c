@@ -1,5 +1,5 @@
 /* mt19937.c: the Mersenne Twister as numpy's legacy RandomState runs it (see mt19937.h). */
-#include "mt19937.h"
+#include "base/mt19937.h"
 
 #include <string.h>
 

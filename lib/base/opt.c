@@ -3,9 +3,9 @@
  * getopt_long runs in RETURN_IN_ORDER mode ("-" at the start of optstring) so
  * positionals come back in place instead of being permuted to the end; that is
  * what lets a list option swallow the values that follow it. */
-#include "opt.h"
+#include "base/opt.h"
 
-#include "log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <math.h>

@@ -13,7 +13,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "base/err.h"
 
 enum mt_arg {
 	MT_ARG_NONE,     /* a switch */

@@ -1,5 +1,5 @@
 /* progress.c: the terminal progress meter (see progress.h). */
-#include "progress.h"
+#include "base/progress.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* pyjson.c: Python json.dumps(indent=4) text (see pyjson.h). */
-#include "pyjson.h"
+#include "base/pyjson.h"
 
 #include <math.h>
 #include <stdio.h>

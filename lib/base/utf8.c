@@ -1,7 +1,7 @@
 /* utf8.c: UTF-8 validation and repair (see utf8.h). Follows the well-formed byte
  * sequences of Unicode's Table 3-7, so overlongs, surrogates and code points above
  * U+10FFFF are ill-formed. */
-#include "utf8.h"
+#include "base/utf8.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* version.c: version and build features, from the Makefile's -D flags. */
-#include "version.h"
+#include "base/version.h"
 
 #include <archive.h>
 #include <jansson.h>
@@ -10,7 +10,7 @@
 #endif
 
 #ifdef MT_HAVE_CUDA
-#include "../kernels/device.h"
+#include "../../kernels/device.h"
 #endif
 
 const char *mt_version(void) { return MT_VERSION; }

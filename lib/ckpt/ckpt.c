@@ -7,7 +7,7 @@
  * (params.c), interpret the config, training-argument or scheduler JSON it stores, or
  * reshard tensors between parallel layouts (mt-ckpt-reshard). HDF5 never prints here:
  * its error stack is turned into the message of a struct mt_err. */
-#include "ckpt.h"
+#include "ckpt/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,7 +21,7 @@
 #include <hdf5.h>
 #include <jansson.h>
 
-#include "atomic.h"
+#include "base/atomic.h"
 
 #define PATH_CAP 4096
 /* Tensors move in slabs of at most this many floats (256 MiB), far from any 2 GiB

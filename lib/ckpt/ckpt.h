@@ -32,8 +32,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
-#include "params.h"
+#include "base/err.h"
+#include "model/params.h"
 
 #define MT_CKPT_FORMAT "mt-checkpoint"
 #define MT_CKPT_FORMAT_VERSION 1

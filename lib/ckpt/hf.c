@@ -1,5 +1,5 @@
 /* hf.c: mt parameters <-> Hugging Face GPT-2 and Llama tensors and configs (see hf.h). */
-#include "hf.h"
+#include "ckpt/hf.h"
 
 #include <jansson.h>
 #include <stdarg.h>

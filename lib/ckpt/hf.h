@@ -28,10 +28,10 @@
 
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
-#include "params.h"
-#include "safetensors.h"
+#include "model/config.h"
+#include "base/err.h"
+#include "model/params.h"
+#include "ckpt/safetensors.h"
 
 enum mt_hf_format { MT_HF_GPT2, MT_HF_LLAMA };
 

@@ -1,5 +1,5 @@
 /* hfio.c: export to and import from Hugging Face model directories (see hfio.h). */
-#include "hfio.h"
+#include "ckpt/hfio.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,12 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic.h"
-#include "ckpt.h"
-#include "files.h"
-#include "gpt.h"
-#include "log.h"
-#include "safetensors.h"
+#include "base/atomic.h"
+#include "ckpt/ckpt.h"
+#include "base/files.h"
+#include "model/gpt.h"
+#include "base/log.h"
+#include "ckpt/safetensors.h"
 
 int mt_hf_logprobs(const struct mt_config *c, const struct mt_params *p, const float *w, const int32_t *ids, int T,
 		   double *out, struct mt_err *err)

@@ -18,11 +18,11 @@
 
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
-#include "hf.h"
-#include "model.h"
-#include "params.h"
+#include "model/config.h"
+#include "base/err.h"
+#include "ckpt/hf.h"
+#include "ckpt/model.h"
+#include "model/params.h"
 
 /* Log-probabilities over the real vocabulary (the first c->vocab_size ids: padding
  * excluded, as a Hugging Face model has none) of mt's CPU forward pass for one

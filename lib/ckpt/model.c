@@ -1,5 +1,5 @@
 /* model.c: open a trained model from a checkpoint (model.h). */
-#include "model.h"
+#include "ckpt/model.h"
 
 #include <jansson.h>
 #include <stdlib.h>

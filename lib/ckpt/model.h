@@ -14,11 +14,11 @@
 
 #include <stdint.h>
 
-#include "ckpt.h"
-#include "config.h"
-#include "err.h"
-#include "params.h"
-#include "tokenizer.h"
+#include "ckpt/ckpt.h"
+#include "model/config.h"
+#include "base/err.h"
+#include "model/params.h"
+#include "text/tokenizer.h"
 
 struct mt_model {
 	char iterdir[4096];          /* what was loaded: the resolved iteration directory or file */

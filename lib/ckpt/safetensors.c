@@ -1,5 +1,5 @@
 /* safetensors.c: read, check and write safetensors files (see safetensors.h). */
-#include "safetensors.h"
+#include "ckpt/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic.h"
-#include "files.h"
+#include "base/atomic.h"
+#include "base/files.h"
 
 static const char *const dtype_names[MT_ST_NDTYPES] = {
 	"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F16", "BF16", "F32", "F64",

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define MT_ST_MAX_DIMS 8
 #define MT_ST_MAX_HEADER (100u << 20)

@@ -1,11 +1,11 @@
 /* blend.c: Megatron's blend syntax, per-source counts and interleaving (see blend.h). */
-#include "blend.h"
+#include "data/blend.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "opt.h"
+#include "base/opt.h"
 
 void mt_blend_spec_free(struct mt_blend_spec *b)
 {

@@ -1,15 +1,15 @@
 /* dataplan.c: Megatron's dataset builder decisions, split by split (see dataplan.h). */
-#include "dataplan.h"
+#include "data/dataplan.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic.h"
-#include "log.h"
-#include "npy.h"
-#include "pyjson.h"
+#include "base/atomic.h"
+#include "base/log.h"
+#include "data/npy.h"
+#include "base/pyjson.h"
 
 const char *const mt_split_names[MT_NSPLITS] = { "train", "valid", "test" };
 

@@ -10,10 +10,10 @@
 
 #include <stdint.h>
 
-#include "blend.h"
-#include "err.h"
-#include "gptsamples.h"
-#include "idx.h"
+#include "data/blend.h"
+#include "base/err.h"
+#include "data/gptsamples.h"
+#include "data/idx.h"
 
 enum { MT_SPLIT_TRAIN, MT_SPLIT_VALID, MT_SPLIT_TEST, MT_NSPLITS };
 extern const char *const mt_split_names[MT_NSPLITS]; /* "train", "valid", "test" */

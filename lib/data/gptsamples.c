@@ -1,5 +1,5 @@
 /* gptsamples.c: GPTDataset index building and its cache files (see gptsamples.h). */
-#include "gptsamples.h"
+#include "data/gptsamples.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "atomic.h"
-#include "mt19937.h"
-#include "npy.h"
-#include "pyjson.h"
+#include "base/atomic.h"
+#include "base/mt19937.h"
+#include "data/npy.h"
+#include "base/pyjson.h"
 
 int mt_gpt_parse_split(const char *split, double w[3], struct mt_err *err)
 {

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* --split "969,30,1": weights normalized as Megatron does. */
 int mt_gpt_parse_split(const char *split, double w[3], struct mt_err *err);

@@ -1,18 +1,18 @@
 /* idx.c: Megatron's indexed dataset, MMIDIDX .bin/.idx (see idx.h).
  *
  * Writer: tokens are converted to the dtype in a bounded buffer and appended to
- * the .bin through lib/atomic.c; sequence lengths (int32) and document indices
+ * the .bin through lib/base/atomic.c; sequence lengths (int32) and document indices
  * (int64) are spilled in host order to two temporaries beside the output, also
- * through lib/atomic.c so a signal handler removes them. Commit streams the .idx
+ * through lib/base/atomic.c so a signal handler removes them. Commit streams the .idx
  * out of the spills (header, lengths, pointers recomputed from the lengths as
  * Megatron's finalize does, document indices), so memory stays a few MiB
  * whatever the dataset size. Reader: mmap of both files, header and size checks
  * done in 64-bit arithmetic that cannot overflow on a garbage header, and
  * memcpy accessors since the arrays are unaligned. Not here: sample indices,
  * blending, tokenizing. */
-#include "idx.h"
+#include "data/idx.h"
 
-#include "atomic.h"
+#include "base/atomic.h"
 
 #include <errno.h>
 #include <fcntl.h>

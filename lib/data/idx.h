@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* dtype codes exactly as Megatron (indexed_dataset.py DType). */
 enum mt_idx_dtype {

@@ -8,9 +8,9 @@
  * with a branch-free count first, and only looks closer at blocks that hold a
  * bad token. Not here: opening datasets for use (idx.c), statistics
  * (idxstat.c), printing (the tool). */
-#include "idxcheck.h"
+#include "data/idxcheck.h"
 
-#include "idx.h"
+#include "data/idx.h"
 
 #include <errno.h>
 #include <fcntl.h>

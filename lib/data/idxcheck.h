@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct mt_idx_check {
 	int64_t vocab_size; /* > 0: every token must be in [0, vocab_size) */

@@ -4,9 +4,9 @@
  * lengths, a sorted list for the rare long documents, and ranks computed in
  * 128-bit arithmetic so counts beyond 2^31 (or 2^63 / 100) do not overflow.
  * Not here: reading or checking the files (idx.c, idxcheck.c), printing. */
-#include "idxstat.h"
+#include "data/idxstat.h"
 
-#include "idx.h"
+#include "data/idx.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,13 +2,13 @@
  * "{'descr': '<i4', 'fortran_order': False, 'shape': (N,), }", then spaces for the first
  * axis to grow to 21 digits, then padding so that the data starts at a multiple of 64,
  * ending in '\n'. Files are written atomically. */
-#include "npy.h"
+#include "data/npy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic.h"
+#include "base/atomic.h"
 
 static size_t item_size(const char *descr)
 {

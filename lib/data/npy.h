@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* descr strings: "<i2", "<i4", "<i8", "<u4", "<f4", "<f8" */
 int mt_npy_write(const char *path, const char *descr, const void *data, size_t rows, size_t cols,

@@ -16,9 +16,9 @@
 
 #include <stdint.h>
 
-#include "../kernels/adamw.h"
-#include "err.h"
-#include "params.h"
+#include "../../kernels/adamw.h"
+#include "base/err.h"
+#include "model/params.h"
 
 /* the bucket size when none is given, in elements (40 MB of fp32): small enough that a
  * 124M-parameter model has seven buckets to overlap with its backward pass, large enough

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct mt_dist_ops;
 

@@ -21,10 +21,10 @@
 
 #include <stdint.h>
 
-#include "dist.h"
-#include "err.h"
-#include "optim.h"
-#include "params.h"
+#include "dist/dist.h"
+#include "base/err.h"
+#include "model/optim.h"
+#include "model/params.h"
 
 struct mt_dp {
 	struct mt_dist *d;

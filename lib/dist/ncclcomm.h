@@ -16,8 +16,8 @@
 
 #include <stdint.h>
 
-#include "dist.h"
-#include "err.h"
+#include "dist/dist.h"
+#include "base/err.h"
 
 struct mt_nccl;
 

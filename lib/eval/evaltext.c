@@ -1,13 +1,13 @@
 /* evaltext.c: the zero-shot text tasks from text to figures (see evaltext.h). */
-#include "evaltext.h"
+#include "eval/evaltext.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
-#include "zeroshot.h"
+#include "base/utf8.h"
+#include "text/zeroshot.h"
 
 static int encode(const struct mt_evaltext *x, const char *s, size_t n, struct mt_ids *out, const char *where,
 		  struct mt_err *err)

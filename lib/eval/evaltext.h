@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bpe.h"
-#include "detok.h"
-#include "err.h"
-#include "lmeval.h"
+#include "text/bpe.h"
+#include "text/detok.h"
+#include "base/err.h"
+#include "eval/lmeval.h"
 
 struct mt_evaltext {
 	struct mt_lmeval *ev;      /* rows of ev->T + 1 tokens, ev->B at a time */

@@ -1,6 +1,6 @@
 /* ledger.c: the lock, the repair on open and the one-write appends of a JSON-lines
  * ledger (see ledger.h). */
-#include "ledger.h"
+#include "eval/ledger.h"
 
 #include <errno.h>
 #include <fcntl.h>

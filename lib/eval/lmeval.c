@@ -1,6 +1,6 @@
 /* lmeval.c: per-row losses and greedy decisions of a trained model, through a
  * backend's score_rows (see lmeval.h). */
-#include "lmeval.h"
+#include "eval/lmeval.h"
 
 #include <stdlib.h>
 #include <string.h>

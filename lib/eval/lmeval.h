@@ -19,10 +19,10 @@
 
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
-#include "backend.h"
-#include "params.h"
+#include "model/config.h"
+#include "base/err.h"
+#include "backend/backend.h"
+#include "model/params.h"
 
 struct mt_lmeval {
 	const struct mt_config *c;

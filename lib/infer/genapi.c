@@ -1,6 +1,6 @@
 /* genapi.c: Megatron's PUT /api request and response, and mt-generate's JSON lines
  * (genapi.h). */
-#include "genapi.h"
+#include "infer/genapi.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "base/utf8.h"
 
 json_t *mt_genapi_bytes(const char *s, size_t n)
 {

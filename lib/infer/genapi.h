@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "generate.h"
+#include "base/err.h"
+#include "infer/generate.h"
 
 #define MT_GENAPI_MAX_PROMPTS 128
 

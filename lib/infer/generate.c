@@ -1,5 +1,5 @@
 /* generate.c: prompts to generated tokens and text on an inference engine (generate.h). */
-#include "generate.h"
+#include "infer/generate.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,11 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bpe.h"
-#include "err.h"
-#include "infer.h"
-#include "sample.h"
-#include "tokenizer.h"
+#include "text/bpe.h"
+#include "base/err.h"
+#include "infer/infer.h"
+#include "infer/sample.h"
+#include "text/tokenizer.h"
 
 enum mt_gen_finish { MT_GEN_LENGTH, MT_GEN_EOD, MT_GEN_STOP };
 

@@ -1,7 +1,7 @@
 /* genserver.c: the HTTP side of the generation server (genserver.h) on libmicrohttpd.
  * Requests are parsed and answered by genapi.c; here are only routes, body limits and
  * status codes. */
-#include "genserver.h"
+#include "infer/genserver.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "genapi.h"
-#include "log.h"
+#include "infer/genapi.h"
+#include "base/log.h"
 
 struct mt_genserver {
 	struct MHD_Daemon *d;

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "generate.h"
+#include "base/err.h"
+#include "infer/generate.h"
 
 struct mt_genserver_opts {
 	const char *host;     /* address to bind (numeric IPv4 or IPv6); "127.0.0.1" by default */

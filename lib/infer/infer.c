@@ -1,6 +1,6 @@
 /* infer.c: what every inference engine checks of a request before it computes (infer.h),
  * so the CPU and CUDA engines refuse the same requests with the same messages. */
-#include "infer.h"
+#include "infer/infer.h"
 
 int mt_infer_setup(struct mt_infer *e, const struct mt_config *c, int max_batch, int max_len, int batch_limit,
 		    struct mt_err *err)

@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
-#include "params.h"
+#include "model/config.h"
+#include "base/err.h"
+#include "model/params.h"
 
 struct mt_infer;
 

@@ -10,8 +10,8 @@
  * (norm statistics in double, the same rotary angles) except where speed asked for float:
  * attention's dot products and sums go to gemv, and the activations use expf; the
  * logits agree with gpt.c's forward to ~1e-6 (tests/unit/test_infer.c holds them to 1e-5). */
-#include "infer.h"
-#include "gpt.h"
+#include "infer/infer.h"
+#include "model/gpt.h"
 
 #include <cblas.h>
 #include <limits.h>

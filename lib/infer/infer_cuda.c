@@ -27,7 +27,7 @@
  * Init ends with a warm-up (a prefill and decode steps at batch 1 and max_batch) so that
  * module loading, cuBLASLt's first calls and the two most used captures are paid there,
  * not by the first request. */
-#include "infer.h"
+#include "infer/infer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,15 +37,15 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 
-#include "../kernels/attention.h"
-#include "../kernels/classifier_score.h"
-#include "../kernels/decode_attention.h"
-#include "../kernels/embed.h"
-#include "../kernels/kvcache.h"
-#include "../kernels/matmul.h"
-#include "../kernels/norm.h"
-#include "../kernels/swiglu.h"
-#include "log.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/classifier_score.h"
+#include "../../kernels/decode_attention.h"
+#include "../../kernels/embed.h"
+#include "../../kernels/kvcache.h"
+#include "../../kernels/matmul.h"
+#include "../../kernels/norm.h"
+#include "../../kernels/swiglu.h"
+#include "base/log.h"
 
 #define WORKSPACE (32u << 20)
 #define CHUNK_MIN 2048   /* prefill rows of one forward, at least max_len */

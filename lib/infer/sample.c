@@ -1,11 +1,11 @@
 /* sample.c: next-token choice (sample.h). */
-#include "sample.h"
+#include "infer/sample.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mix.h"
+#include "base/mix.h"
 
 int mt_sample_check(const struct mt_sample_params *p, struct mt_err *err)
 {

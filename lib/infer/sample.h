@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct mt_sample_params {
 	double temperature; /* 0: greedy */

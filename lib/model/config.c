@@ -1,5 +1,5 @@
 /* config.c: model architecture defaults, checks, JSON and counts (see config.h). */
-#include "config.h"
+#include "model/config.h"
 
 #include <jansson.h>
 #include <stdlib.h>

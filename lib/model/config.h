@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 enum mt_pos_emb { MT_POS_LEARNED, MT_POS_ROPE };
 enum mt_norm { MT_NORM_LAYERNORM, MT_NORM_RMSNORM };

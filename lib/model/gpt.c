@@ -1,6 +1,6 @@
 /* gpt.c: the CPU forward and backward passes (see gpt.h), in fp32 and fp64 from one
  * body (gpt_impl.h), so the fp64 gradient check tests the code that trains. */
-#include "gpt.h"
+#include "model/gpt.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -14,7 +14,7 @@ enum { A_RESID, A_LN1, A_LN1S, A_QKV, A_ATT, A_ATTY, A_MID, A_LN2, A_LN2S, A_FC1
 #define REAL float
 #define GEMM cblas_sgemm
 #define SFX(name) name##_f32
-#include "gpt_impl.h"
+#include "model/gpt_impl.h"
 #undef REAL
 #undef GEMM
 #undef SFX
@@ -22,7 +22,7 @@ enum { A_RESID, A_LN1, A_LN1S, A_QKV, A_ATT, A_ATTY, A_MID, A_LN2, A_LN2S, A_FC1
 #define REAL double
 #define GEMM cblas_dgemm
 #define SFX(name) name##_f64
-#include "gpt_impl.h"
+#include "model/gpt_impl.h"
 #undef REAL
 #undef GEMM
 #undef SFX

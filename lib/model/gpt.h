@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
-#include "params.h"
+#include "model/config.h"
+#include "base/err.h"
+#include "model/params.h"
 
 /* Activations kept for the backward pass, for one precision. */
 struct mt_gpt_acts {

@@ -5,7 +5,7 @@
  * Python evaluates them (x ** 0.5 is pow, math.sqrt is sqrt), so the learning rate is
  * the same double Megatron hands its optimizer. Python's asserts become
  * mt_sched_validate; nothing here allocates except the JSON text. */
-#include "lrsched.h"
+#include "model/lrsched.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 enum mt_lr_style { MT_LR_CONSTANT, MT_LR_LINEAR, MT_LR_COSINE, MT_LR_INV_SQRT, MT_LR_WSD };
 enum mt_wsd_style { MT_WSD_LINEAR, MT_WSD_COSINE, MT_WSD_EXPONENTIAL, MT_WSD_MINUS_SQRT };

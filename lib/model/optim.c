@@ -44,7 +44,7 @@
  * Each element's update reads only that element, so the OpenMP split cannot change a
  * result. The gradient norm sums each parameter in chunks whose bounds depend on the
  * parameter's size only, each chunk sequentially in double, then the chunks in order. */
-#include "optim.h"
+#include "model/optim.h"
 
 #include <math.h>
 #include <string.h>

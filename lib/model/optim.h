@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "params.h"
+#include "model/params.h"
 
 struct mt_adamw {
 	double lr;              /* the learning rate of the last step (for logs) */

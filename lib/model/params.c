@@ -1,12 +1,12 @@
 /* params.c: the parameter table of a GPT model and its initialization (see params.h). */
-#include "params.h"
+#include "model/params.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mix.h"
+#include "base/mix.h"
 
 static int add(struct mt_params *t, int *cap, enum mt_param_kind kind, int layer, const char *name,
 	       int64_t rows, int64_t cols, int decay, int tp_dim, double std)

@@ -1,5 +1,5 @@
 /* bpe.c: the BPE merge loop, the piece cache and decoding (see bpe.h). */
-#include "bpe.h"
+#include "text/bpe.h"
 
 #include <limits.h>
 #include <stdio.h>

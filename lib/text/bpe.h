@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "pretok.h"
-#include "vocab.h"
+#include "base/err.h"
+#include "text/pretok.h"
+#include "text/vocab.h"
 
 /* A growable array of token ids. */
 struct mt_ids {

@@ -4,20 +4,20 @@
  * table maps each adjacent pair to its total count and the words it occurs in; a max-
  * heap with lazy deletion yields the best pair. Merging rewrites only the words that
  * hold the pair and adjusts the counts of the pairs around each occurrence. */
-#include "bpetrain.h"
+#include "text/bpetrain.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic.h"
-#include "input.h"
-#include "jsontext.h"
-#include "log.h"
-#include "pretok.h"
-#include "progress.h"
-#include "utf8.h"
-#include "vocab.h"
+#include "base/atomic.h"
+#include "base/input.h"
+#include "base/jsontext.h"
+#include "base/log.h"
+#include "text/pretok.h"
+#include "base/progress.h"
+#include "base/utf8.h"
+#include "text/vocab.h"
 
 /* ---- distinct pieces -------------------------------------------------------------------- */
 

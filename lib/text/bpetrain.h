@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct mt_bpetrain_opts {
 	char **inputs;

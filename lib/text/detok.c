@@ -1,5 +1,5 @@
 /* detok.c: Megatron's zero-shot detokenizers as ordered rewrite rules (see detok.h). */
-#include "detok.h"
+#include "text/detok.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "zeroshot.h"
+#include "text/zeroshot.h"
 
 const char *const mt_detok_names[] = { "none", "wikitext", "ptb", "lambada", NULL };
 

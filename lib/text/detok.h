@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 enum mt_detok { MT_DETOK_NONE, MT_DETOK_WIKITEXT, MT_DETOK_PTB, MT_DETOK_LAMBADA };
 

@@ -1,7 +1,7 @@
 /* pretok.c: pre-tokenization patterns on PCRE2 (see pretok.h). */
-#include "pretok.h"
+#include "text/pretok.h"
 
-#include "unicode_classes.h"
+#include "text/unicode_classes.h"
 
 #include <stdlib.h>
 #include <string.h>

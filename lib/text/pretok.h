@@ -14,7 +14,7 @@
 #include <pcre2.h>
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct mt_pretok {
 	pcre2_code *re;

@@ -1,5 +1,5 @@
 /* tokenize.c: reader thread, worker threads and the ordered writer (see tokenize.h). */
-#include "tokenize.h"
+#include "text/tokenize.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -7,13 +7,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "bpe.h"
-#include "idx.h"
-#include "input.h"
-#include "jsontext.h"
-#include "log.h"
-#include "progress.h"
-#include "utf8.h"
+#include "text/bpe.h"
+#include "data/idx.h"
+#include "base/input.h"
+#include "base/jsontext.h"
+#include "base/log.h"
+#include "base/progress.h"
+#include "base/utf8.h"
 
 /* Batch size and pool depth; -D overrides them for experiments (docs/perf.md: 1 MiB
  * batches or a pool of 6 per worker did not run faster at 16 workers). */

@@ -12,9 +12,9 @@
 
 #include <stdint.h>
 
-#include "err.h"
-#include "pretok.h"
-#include "vocab.h"
+#include "base/err.h"
+#include "text/pretok.h"
+#include "text/vocab.h"
 
 enum mt_tok_format {
 	MT_TOK_JSON,      /* one JSON object per line; --json-keys pick the text */
@@ -37,7 +37,7 @@ struct mt_tokenize_opts {
 	int32_t eod;
 	int workers;
 	const char *output_prefix; /* writes {prefix}_{key}_document.bin/.idx */
-	int dtype;                 /* lib/idx.h code */
+	int dtype;                 /* lib/data/idx.h code */
 	int skip_bad_lines;
 	int quiet;
 	int64_t log_interval;      /* a status line every N documents; 0 for none */

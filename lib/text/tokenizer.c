@@ -1,5 +1,5 @@
 /* tokenizer.c: Megatron's tokenizer flags to a loaded tokenizer (see tokenizer.h). */
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <string.h>
 

@@ -9,9 +9,9 @@
 
 #include <stdint.h>
 
-#include "err.h"
-#include "pretok.h"
-#include "vocab.h"
+#include "base/err.h"
+#include "text/pretok.h"
+#include "text/vocab.h"
 
 struct mt_tokenizer_args {
 	const char *type;          /* GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer, NullTokenizer */

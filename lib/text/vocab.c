@@ -1,11 +1,11 @@
 /* vocab.c: loading byte-level BPE vocabularies into struct mt_vocab (see vocab.h). */
-#include "vocab.h"
+#include "text/vocab.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "input.h"
+#include "base/input.h"
 
 /* ---- GPT-2's byte <-> character mapping ------------------------------------------- */
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 enum mt_vocab_kind {
 	MT_VOCAB_GPT2 = 1,  /* vocab.json + merges.txt */

@@ -1,6 +1,6 @@
 /* zeroshot.c: windows, word counts and cloze rows of Megatron's zero-shot tasks (see
  * zeroshot.h). */
-#include "zeroshot.h"
+#include "text/zeroshot.h"
 
 #include <string.h>
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Python's str.isspace() for the code point starting at s (n bytes left): its length in
  * bytes when it is whitespace, else 0. */

@@ -1,7 +1,7 @@
 /* estimate.c: the dry-run arithmetic (see estimate.h). */
-#include "estimate.h"
+#include "train/estimate.h"
 
-#include "dist.h"
+#include "dist/dist.h"
 
 int64_t mt_rampup_batch(const int64_t rampup[3], int64_t gbs, int64_t consumed)
 {

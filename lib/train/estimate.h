@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
-#include "err.h"
+#include "model/config.h"
+#include "base/err.h"
 
 struct mt_estimate_args {
 	const struct mt_config *cfg;

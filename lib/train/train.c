@@ -1,5 +1,5 @@
 /* train.c: the CPU training loop (see train.h). */
-#include "train.h"
+#include "train/train.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,14 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "ckpt.h"
-#include "dp.h"
-#include "estimate.h"
-#include "log.h"
-#include "mix.h"
-#include "params.h"
-#include "progress.h"
+#include "backend/backend.h"
+#include "ckpt/ckpt.h"
+#include "dist/dp.h"
+#include "train/estimate.h"
+#include "base/log.h"
+#include "base/mix.h"
+#include "model/params.h"
+#include "base/progress.h"
 
 volatile sig_atomic_t mt_train_stop_requested;
 

@@ -13,13 +13,13 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "config.h"
-#include "dataplan.h"
-#include "dist.h"
-#include "err.h"
-#include "optim.h"
-#include "lrsched.h"
+#include "backend/backend.h"
+#include "model/config.h"
+#include "data/dataplan.h"
+#include "dist/dist.h"
+#include "base/err.h"
+#include "model/optim.h"
+#include "model/lrsched.h"
 
 struct mt_train_args {
 	struct mt_config cfg;

@@ -1,5 +1,5 @@
-/* fuzz_idx: libFuzzer target for the indexed-dataset reader (lib/idx.c), the
- * full check (lib/idxcheck.c), the statistics (lib/idxstat.c) and the merge
+/* fuzz_idx: libFuzzer target for the indexed-dataset reader (lib/data/idx.c), the
+ * full check (lib/data/idxcheck.c), the statistics (lib/data/idxstat.c) and the merge
  * path of the writer (mt_idx_writer_add_index). Built and run by
  * tests/fuzz/run.sh with clang -fsanitize=fuzzer,address,undefined.
  *

@@ -23,7 +23,7 @@ if [ -z "$CLANG" ]; then
 fi
 [ -n "$CLANG" ] || { echo "skip: clang is not installed"; exit 77; }
 mkdir -p "$OUT/corpus" "$OUT/seeds" "$OUT/artifacts"
-FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -std=gnu11 -Ilib -Ilib/base -Ilib/data)
+FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -std=gnu11 -Ilib)
 
 # the runtime: a target that does nothing must link
 printf 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }\n' > "$OUT/probe.c"

@@ -1,5 +1,5 @@
 /* indices: read configurations on stdin and print Megatron's index arrays as
- * lib/gptsamples.c and lib/blend.c build them, in the text format of
+ * lib/data/gptsamples.c and lib/data/blend.c build them, in the text format of
  * tests/reference/megatron_indices.py, each answer ended by a line "end":
  *   gpt L N SEED X DROP len0,len1,...     (N = -1 for None)
  *   blend SIZE w0,w1,...                  (weights normalized as numpy does)

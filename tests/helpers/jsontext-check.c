@@ -1,4 +1,4 @@
-/* jsontext-check [KEY]: for each line of stdin print "err" if lib/jsontext.c refuses
+/* jsontext-check [KEY]: for each line of stdin print "err" if lib/base/jsontext.c refuses
  * it, "missing" or "nottext" for the key, or the key's parts as hex joined by "|".
  * tests/reference/json-check.py prints the same from Python's json module. */
 #include <stdio.h>

@@ -4,7 +4,7 @@
  *   mt-logprobs CKPT --ids 1,2,3 --output FILE.npy
  *
  * CKPT is anything mt_model_open takes. FILE gets float64 [T, vocab_size]: the CPU
- * forward pass's log-softmax over the real vocabulary (padding excluded; lib/hfio.h
+ * forward pass's log-softmax over the real vocabulary (padding excluded; lib/ckpt/hfio.h
  * mt_hf_logprobs), one row per position. */
 #include <stdio.h>
 #include <stdlib.h>

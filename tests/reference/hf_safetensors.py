@@ -1,6 +1,6 @@
 """A safetensors reader and writer of its own (numpy + json), for the Hugging Face
 reference checks (hf_gpt2_logits.py, hf_llama_logits.py). It shares nothing with mt's
-lib/safetensors.c on purpose: the format as the safetensors project documents it
+lib/ckpt/safetensors.c on purpose: the format as the safetensors project documents it
 (8-byte little-endian header length, a JSON header of dtype/shape/data_offsets with an
 optional __metadata__, the data after it), read into float32 numpy arrays."""
 import json

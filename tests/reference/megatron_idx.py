@@ -3,7 +3,7 @@
 
 An independent reader for the mt-tokenize tests, written from Megatron-LM's format
 (core/datasets/indexed_dataset.py; /work/shared/specs/megatron-formats.md section 1)
-with the struct module only, sharing nothing with lib/idx.c:
+with the struct module only, sharing nothing with lib/data/idx.c:
 
   .idx: b"MMIDIDX\\0\\0", u64 version (1), u8 dtype code, u64 S (sequences),
         u64 D (documents + 1), int32 lengths[S], int64 pointers[S], int64 doc_idx[D]

@@ -88,7 +88,7 @@ class BPE:
         return out
 
 
-# Megatron's zero-shot detokenizers, as the rules of lib/detok.h describe them, chosen by a
+# Megatron's zero-shot detokenizers, as the rules of lib/text/detok.h describe them, chosen by a
 # substring of the path (the first of "ptb", "wiki", "lambada" found).
 def detok_wikitext(s):
     s = s.replace("s '", "s'")

@@ -1,4 +1,4 @@
-/* Unit tests for lib/atomic.c and lib/progress.c. */
+/* Unit tests for lib/base/atomic.c and lib/base/progress.c. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>

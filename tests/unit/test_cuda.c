@@ -1,4 +1,4 @@
-/* Unit tests for the CUDA backend (kernels/ and lib/backend_cuda.c), on a GPU only:
+/* Unit tests for the CUDA backend (kernels/ and lib/backend/backend_cuda.c), on a GPU only:
  * without one (or in a build without CUDA) every case is reported skipped.
  *
  * Kernels: each against a CPU reference in double on random inputs, rounded to the
@@ -7,7 +7,7 @@
  * per output; thresholds: fp32 1e-5 (summation order only), bf16 1e-2 (the output's own
  * rounding is 2^-9 relative; sums of up to a few hundred rounded terms).
  *
- * Whole model: the CUDA backend against the CPU backend (lib/gpt.c) from the same
+ * Whole model: the CUDA backend against the CPU backend (lib/model/gpt.c) from the same
  * weights and batch, GPT-2 style and Llama style (GQA, RoPE, SwiGLU, RMSNorm, untied),
  * fp32 and bf16: the loss, every parameter's gradient, and three AdamW steps; and two
  * runs bit-identical (the deterministic claim). Limits: fp32 loss 1e-5 relative and
@@ -358,7 +358,7 @@ static void test_act(enum mt_dtype dt, int64_t f)
 	free(r);
 }
 
-/* Megatron's fused-QKV row offsets (lib/params.h) */
+/* Megatron's fused-QKV row offsets (lib/model/params.h) */
 static int64_t qo(int np, int ng, int hd, int hh) { int per = np / ng; return ((hh / per) * (per + 2) + hh % per) * hd; }
 static int64_t ko(int np, int ng, int hd, int g) { int per = np / ng; return (g * (per + 2) + per) * hd; }
 
@@ -710,7 +710,7 @@ static void test_score_rows(int llama)
 	mt_params_free(&t);
 }
 
-/* AdamW: bit for bit against lib/optim.c; the sum of squares against mt_grad_sumsq */
+/* AdamW: bit for bit against lib/model/optim.c; the sum of squares against mt_grad_sumsq */
 static void test_adamw(void)
 {
 	int64_t n = 200003;
@@ -748,7 +748,7 @@ static void test_adamw(void)
 		cudaMemcpy(gv, v.d, (size_t)n * 4, cudaMemcpyDeviceToHost);
 		for (int64_t i = 0; i < n; i++)
 			bad += memcmp(&gw[i], &w.h[i], 4) || memcmp(&gm[i], &m.h[i], 4) || memcmp(&gv[i], &v.h[i], 4);
-		ok(bad == 0, "adamw: weights and moments equal lib/optim.c's bit for bit (%lld of %lld differ)",
+		ok(bad == 0, "adamw: weights and moments equal lib/model/optim.c's bit for bit (%lld of %lld differ)",
 		   (long long)bad, (long long)n);
 		fetch(&wc);
 		bad = 0;

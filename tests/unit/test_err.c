@@ -1,4 +1,4 @@
-/* Unit tests for lib/err.c and lib/opt.c: messages, exit classes, options. */
+/* Unit tests for lib/base/err.c and lib/base/opt.c: messages, exit classes, options. */
 #include <errno.h>
 
 #include "base/err.h"

@@ -1,4 +1,4 @@
-/* Unit tests for lib/gpt.c: every parameter's gradient against central finite
+/* Unit tests for lib/model/gpt.c: every parameter's gradient against central finite
  * differences in fp64, for GPT-2 style and Llama style models (every architecture
  * option), and the fp32 pass against the fp64 one. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Unit tests for lib/hf.c: for GPT-2 and Llama configs (grouped-query attention with one and
+/* Unit tests for lib/ckpt/hf.c: for GPT-2 and Llama configs (grouped-query attention with one and
  * several groups, biases, tied and untied, padded vocabularies), the export covers every
  * element of every Hugging Face tensor exactly once and the import through real files
  * gives the weights back bit for bit (padding rows: copies of the last real row); the

@@ -1,4 +1,4 @@
-/* Unit tests for lib/idx.c: the exact bytes of small uint16 and int32 datasets
+/* Unit tests for lib/data/idx.c: the exact bytes of small uint16 and int32 datasets
  * against hand-built arrays, the writer's temporaries (absent names before
  * commit and after abort, no leftovers after commit), value checks, corrupt
  * and truncated files (each an MT_EXIT_DATA error naming the file, never a

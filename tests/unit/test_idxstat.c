@@ -1,4 +1,4 @@
-/* Unit tests for lib/idxstat.c and the 64-bit arithmetic of lib/idx.c that the
+/* Unit tests for lib/data/idxstat.c and the 64-bit arithmetic of lib/data/idx.c that the
  * Bats suite cannot reach with real files:
  *   - nearest-rank percentiles on hand-computed sets, long documents (the
  *     sorted list), accumulators added together, counts beyond 2^32;

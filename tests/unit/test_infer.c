@@ -1,4 +1,4 @@
-/* Unit tests for lib/infer_cpu.c: the key/value-cache forward against gpt.c's full
+/* Unit tests for lib/infer/infer_cpu.c: the key/value-cache forward against gpt.c's full
  * forward of each whole sequence, GPT-2 style and Llama style (rope, RMSNorm, SwiGLU,
  * no biases, untied output, 4 heads in 2 groups). Three prompts of different lengths
  * are prefilled together into permuted slots (more rows than one chunk, so a prompt is

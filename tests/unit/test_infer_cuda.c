@@ -1,5 +1,5 @@
-/* Unit tests for lib/infer_cuda.c: the CUDA inference engine against the CPU one
- * (lib/infer_cpu.c, itself held to gpt.c's forward by test_infer.c) on random small
+/* Unit tests for lib/infer/infer_cuda.c: the CUDA inference engine against the CPU one
+ * (lib/infer/infer_cpu.c, itself held to gpt.c's forward by test_infer.c) on random small
  * models, GPT-2 style (learned positions, LayerNorm, GELU, biases, tied output, head
  * size 64: the tensor-core attention in bf16) and Llama style (rope, RMSNorm, SwiGLU,
  * no biases, untied output, 4 heads in 2 groups of head size 32), in fp32 and bf16.

@@ -1,4 +1,4 @@
-/* Unit tests for lib/input.c and lib/jsonl.c: every compression and archive
+/* Unit tests for lib/base/input.c and lib/base/jsonl.c: every compression and archive
  * yields the same bytes as the plain input; truncation is an error naming the
  * file; lines survive buffer boundaries. Fixtures are made with the system's
  * gzip, xz, zstd, bzip2, tar and zip in a temporary directory. */

@@ -1,4 +1,4 @@
-/* Unit tests for lib/jsontext.c: what is accepted and rejected matches Python's json
+/* Unit tests for lib/base/jsontext.c: what is accepted and rejected matches Python's json
  * module (which Megatron uses), and the text decodes exactly. */
 #include <stdlib.h>
 #include <string.h>

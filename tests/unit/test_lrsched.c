@@ -1,4 +1,4 @@
-/* Unit tests for lib/lrsched.c: learning rates worked by hand at the start, middle and end
+/* Unit tests for lib/model/lrsched.c: learning rates worked by hand at the start, middle and end
  * of warmup, the middle and end of decay and past it, for every decay style and every
  * WSD annealing style; inverse-square-root's floor; the weight-decay increments;
  * Megatron's iteration-to-sample arithmetic (--lr-warmup-fraction included); the

@@ -1,4 +1,4 @@
-/* Unit tests for lib/model.c: a checkpoint saved by the trainer's path opens with the
+/* Unit tests for lib/ckpt/model.c: a checkpoint saved by the trainer's path opens with the
  * same config and bit-identical weights from each form of path, the recorded tokenizer
  * fills only what the caller left unset (and only for the same type), NullTokenizer gets
  * its size from the model, a checkpoint without a recorded tokenizer is a clear error,

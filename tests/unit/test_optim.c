@@ -1,4 +1,4 @@
-/* Unit tests for lib/optim.c: one AdamW step worked by hand; five steps against a
+/* Unit tests for lib/model/optim.c: one AdamW step worked by hand; five steps against a
  * double-precision reference of the textbook formulas and, bit for bit, against an fp32
  * transcription of PyTorch's operation order, with and without weight decay, on both
  * branches of lerp; the same bits whatever the OpenMP thread count; the gradient norm

@@ -1,4 +1,4 @@
-/* Unit tests for lib/pretok.c: every code point against the Unicode 16 sets (whatever
+/* Unit tests for lib/text/pretok.c: every code point against the Unicode 16 sets (whatever
  * Unicode version this machine's PCRE2 carries), the rewrites, and piece iteration. */
 #include <stdlib.h>
 #include <string.h>

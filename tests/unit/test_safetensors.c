@@ -1,4 +1,4 @@
-/* Unit tests for lib/safetensors.c: a round trip of F32/BF16/F16 tensors with metadata and
+/* Unit tests for lib/ckpt/safetensors.c: a round trip of F32/BF16/F16 tensors with metadata and
  * the 8-byte header alignment, a sharded set with its index, and every way a file can be
  * wrong (not JSON, truncated, header length past the file or over the cap, offsets
  * outside the data, overlapping or leaving holes, a size that does not match the shape,

@@ -1,4 +1,4 @@
-/* Unit tests for lib/sample.c: greedy, Megatron's top-k (ties kept) and top-p (the
+/* Unit tests for lib/infer/sample.c: greedy, Megatron's top-k (ties kept) and top-p (the
  * token that crosses the mass stays) on hand-made distributions, the draw's
  * frequencies on a grid of uniform numbers, padded ids never chosen, the ranges, and
  * the counter-based uniform numbers. */

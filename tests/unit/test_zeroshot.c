@@ -1,4 +1,4 @@
-/* Unit tests for lib/zeroshot.c and lib/ledger.c: every target of a text is counted by
+/* Unit tests for lib/text/zeroshot.c and lib/eval/ledger.c: every target of a text is counted by
  * exactly one window for every stride and length (and the count is Megatron's formula),
  * the word count and strip follow Python's str.strip().split(" ") on Unicode whitespace,
  * strict LAMBADA's last word and context, cloze rows with and without left truncation,
