@@ -24,9 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "idx.h"
-#include "idxcheck.h"
-#include "idxstat.h"
+#include "data/idx.h"
+#include "data/idxcheck.h"
+#include "data/idxstat.h"
 
 static char dir[256], prefix[300], idx_path[320], bin_path[320], out_prefix[300];
 static unsigned char *bin_buf;
