@@ -27,6 +27,12 @@
 
 struct mt_dist_ops;
 
+/* The process groups of Megatron's grid: ranks that differ only in the tensor-, data- or
+ * pipeline-parallel coordinate; model-parallel (tensor x pipeline: every rank of one
+ * model replica); the embedding group (first and last stage of a pipeline group, which
+ * both hold the tied word embedding). */
+enum mt_group { MT_GROUP_TP, MT_GROUP_DP, MT_GROUP_PP, MT_GROUP_MP, MT_GROUP_EMB, MT_GROUP_NKINDS };
+
 struct mt_dist {
 	const struct mt_dist_ops *ops; /* mt_dist_init sets it (below) */
 	int rank, world;            /* in the world communicator */
@@ -35,6 +41,9 @@ struct mt_dist {
 	int tp_rank, pp_rank, dp_rank; /* Megatron's order tp-cp-ep-dp-pp: tp fastest, pp slowest */
 	int active;                 /* MPI was initialized by mt_dist_init */
 	double timeout;             /* seconds; <= 0: wait forever */
+	char where[64];             /* "rank 5 (tp 1, dp 0, pp 2)": world rank and coordinates,
+				     * the same in a group's view; every message names it */
+	struct mt_dist *group[MT_GROUP_NKINDS]; /* mt_dist_layout's views (mt_dist_group) */
 	void *impl;
 };
 
@@ -48,6 +57,16 @@ int mt_dist_init(struct mt_dist *d, struct mt_err *err);
 int mt_dist_layout(struct mt_dist *d, int tp, int pp, struct mt_err *err);
 /* The layout of rank r without a communicator (for --dry-run of a world not started). */
 void mt_dist_coords(int world, int tp, int pp, int r, int *tp_rank, int *dp_rank, int *pp_rank);
+/* The world ranks of the group of kind g that holds world rank r, ascending, into
+ * ranks[] (room for world entries); returns their count, 0 when r is in no group of
+ * that kind (the embedding group of a middle stage). Arithmetic only. */
+int mt_dist_group_ranks(int world, int tp, int pp, enum mt_group g, int r, int *ranks);
+/* This rank's group of kind g, as a struct mt_dist of its own: rank and world within the
+ * group (ranks ordered by world rank), dp = world and dp_rank = rank, tp = pp = 1, the
+ * parent's timeout and where; every collective of this file works on it. Made by
+ * mt_dist_layout (a world of one without MPI); NULL when this rank is in no such group.
+ * Freed by mt_dist_finalize. */
+struct mt_dist *mt_dist_group(struct mt_dist *d, enum mt_group g);
 void mt_dist_finalize(struct mt_dist *d);
 /* Stop every rank (MPI_Abort) with the exit code; returns only in a world of one. */
 void mt_dist_abort(struct mt_dist *d, int code);

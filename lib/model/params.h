@@ -8,14 +8,21 @@
  * else (DESIGN: no magic parameter indices). Linear weights are [out, in], as PyTorch
  * and Megatron store them. The fused QKV weight follows Megatron's layout: for each
  * query group, its query heads, then its key head, then its value head, each
- * kv_channels rows. */
+ * kv_channels rows.
+ *
+ * Tensor parallelism is data here too: a table built for rank r of a tensor-parallel
+ * group (mt_params_build_tp) holds the same parameters in the same order, each with its
+ * shard's shape (shape) beside the logical one (gshape) and how it splits (split, as
+ * Megatron's ColumnParallelLinear, RowParallelLinear and VocabParallelEmbedding split
+ * it). Sharding, gradient reductions, the gradient norm's count of replicas,
+ * checkpoint slices and the dry run's memory all read these fields. */
 #ifndef MT_PARAMS_H
 #define MT_PARAMS_H
 
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
+#include "model/config.h"
+#include "base/err.h"
 
 enum mt_param_kind {
 	MT_P_WORD_EMB, MT_P_POS_EMB,
@@ -23,6 +30,17 @@ enum mt_param_kind {
 	MT_P_LN2_W, MT_P_LN2_B, MT_P_FC1_W, MT_P_FC1_B, MT_P_FC2_W, MT_P_FC2_B,
 	MT_P_FINAL_W, MT_P_FINAL_B, MT_P_OUTPUT,
 	MT_P_NKINDS
+};
+
+/* How tensor parallelism splits a parameter (weights are [out, in]). */
+enum mt_split {
+	MT_SPLIT_NONE,          /* replicated: every rank holds it whole */
+	MT_SPLIT_COLUMN,        /* column-parallel linear: rows (the output) in size contiguous blocks;
+				 * QKV by whole query groups, which are contiguous in Megatron's layout */
+	MT_SPLIT_COLUMN_HALVES, /* SwiGLU's fc1: the gate half and the up half each split in
+				 * blocks, rank r holding [gate block r; up block r] */
+	MT_SPLIT_ROW,           /* row-parallel linear: columns (the input) in contiguous blocks */
+	MT_SPLIT_VOCAB,         /* vocabulary rows of the padded vocabulary in contiguous blocks */
 };
 
 struct mt_param {
@@ -36,6 +54,11 @@ struct mt_param {
 	int weight_decay;        /* 0 for biases and norm parameters (Megatron's rule) */
 	int tp_dim;              /* tensor-parallel split: -1 none, 0 rows, 1 columns */
 	double init_std;         /* > 0: normal(0, std); 0: zeros; -1: ones */
+	enum mt_split split;     /* tensor parallelism; shape[] is this rank's shard */
+	int64_t gshape[2];       /* the logical shape, over the table's padded vocabulary */
+	int norm_skip;           /* 1: a replica counted by tensor-parallel rank 0, not here */
+	int tp_grad_reduce;      /* 1: its gradient is partial on each rank (sequence parallel,
+				  * Megatron's sequence_parallel attribute): summed over the group */
 };
 
 struct mt_params {
@@ -47,10 +70,27 @@ struct mt_params {
 	int *idx;                /* [num_layers][MT_P_NKINDS] */
 	int glob[MT_P_NKINDS];
 	int num_layers;
+	int tp_size, tp_rank;    /* the tensor-parallel rank this table is for (1, 0: whole) */
+	int sequence_parallel;
 };
 
 int mt_params_build(struct mt_params *t, const struct mt_config *c, struct mt_err *err);
+/* The table of rank `rank` of a tensor-parallel group of `size`, c->padded_vocab_size
+ * already padded for that size. Fails (MT_EXIT_USAGE, naming the flags and numbers) when
+ * heads, query groups, the ffn size or the padded vocabulary do not divide by size, or,
+ * with sequence_parallel, the sequence length. size 1 is mt_params_build. */
+int mt_params_build_tp(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
+		       struct mt_err *err);
 void mt_params_free(struct mt_params *t);
+/* Copy between a logical buffer (laid out by `logical`, a table of size 1: what
+ * checkpoints hold) and rank `rank`'s shard (laid out by `local`, a table of the same
+ * model for any rank of the group: only shapes and offsets are read). to_logical 1:
+ * the shard's elements into their places of the logical buffer (a replicated parameter
+ * is copied whole); 0: the rank's shard out of the logical buffer. The two tables may
+ * differ in the padded vocabulary: rows one has and the other lacks are skipped, and
+ * read as zeros into a shard. */
+void mt_params_slice(const struct mt_params *local, int rank, const struct mt_params *logical, float *logical_buf,
+		     float *shard, int to_logical);
 const struct mt_param *mt_params_find(const struct mt_params *t, const char *name);
 /* The parameter of a kind in a layer (layer -1 for the others), or NULL. */
 const struct mt_param *mt_params_get(const struct mt_params *t, int layer, enum mt_param_kind kind);
@@ -59,5 +99,9 @@ const struct mt_param *mt_params_get(const struct mt_params *t, int layer, enum 
  * of attention and MLP normal(0, std / sqrt(2 * num_layers)), norm weights 1, biases 0.
  * Deterministic for a seed, whatever the thread count. */
 void mt_params_init(const struct mt_params *t, float *w, uint64_t seed);
+/* The same initialization for a tensor-parallel table: every element of the shard gets
+ * the value mt_params_init gives it in the logical tensor (over the same padded
+ * vocabulary), so TP=1 and TP=N start from one model. Whole tables: mt_params_init. */
+void mt_params_init_shard(const struct mt_params *t, float *w, uint64_t seed);
 
 #endif
