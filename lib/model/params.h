@@ -48,11 +48,12 @@ struct mt_param {
 	enum mt_param_kind kind;
 	int layer;               /* -1 outside the decoder layers */
 	int ndim;                /* 1 or 2 */
-	int64_t shape[2];        /* global shape; shape[1] = 1 for vectors */
+	int64_t shape[2];        /* this table's shape (the shard's; the logical one at size 1);
+				  * shape[1] = 1 for vectors */
 	int64_t numel;
 	int64_t offset;          /* in floats, into the flat buffer */
 	int weight_decay;        /* 0 for biases and norm parameters (Megatron's rule) */
-	int tp_dim;              /* tensor-parallel split: -1 none, 0 rows, 1 columns */
+	int tp_dim;              /* the dimension split: -1 none, 0 rows, 1 columns (from split) */
 	double init_std;         /* > 0: normal(0, std); 0: zeros; -1: ones */
 	enum mt_split split;     /* tensor parallelism; shape[] is this rank's shard */
 	int64_t gshape[2];       /* the logical shape, over the table's padded vocabulary */
@@ -74,11 +75,18 @@ struct mt_params {
 	int sequence_parallel;
 };
 
+/* The whole model's table (tensor-parallel size 1: every shape its gshape, split still
+ * saying how a larger group would cut each parameter). */
 int mt_params_build(struct mt_params *t, const struct mt_config *c, struct mt_err *err);
 /* The table of rank `rank` of a tensor-parallel group of `size`, c->padded_vocab_size
  * already padded for that size. Fails (MT_EXIT_USAGE, naming the flags and numbers) when
  * heads, query groups, the ffn size or the padded vocabulary do not divide by size, or,
- * with sequence_parallel, the sequence length. size 1 is mt_params_build. */
+ * with sequence_parallel, the sequence length. size 1 is mt_params_build; there
+ * sequence_parallel is ignored (as Megatron turns it off without tensor parallelism) and
+ * the table's sequence_parallel is 0. norm_skip is set on the replicated parameters of
+ * ranks other than 0; tp_grad_reduce on every replicated parameter (norms, row-parallel
+ * biases, position embeddings) under sequence parallelism, where each rank's gradient
+ * covers its part of the sequence only. */
 int mt_params_build_tp(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
 		       struct mt_err *err);
 void mt_params_free(struct mt_params *t);
