@@ -124,10 +124,10 @@ fields() {
 	MT_TEST_HANG_RANK=1 MT_TEST_HANG_STEP=3 run ! --separate-stderr timeout 60 mpiexec -n 2 mt-train "${M[@]}"
 	echo "status $status after $SECONDS s; stdout: $output; stderr: $stderr"
 	[ "$SECONDS" -lt 30 ]
-	[[ $stderr == *"mt-train: error: rank 1 did not reach step 3 within 3 s"* ]]
+	[[ $stderr == *"mt-train: error: rank 0 (tp 0, dp 0, pp 0): rank 1 (tp 0, dp 1, pp 0) did not reach step 3 within 3 s"* ]]
 	# rank 0 hanging: another rank names it, after twice the timeout
 	MT_TEST_HANG_RANK=0 MT_TEST_HANG_STEP=2 run ! --separate-stderr timeout 60 mpiexec -n 2 mt-train "${M[@]}"
-	[[ $stderr == *"rank 0 did not reach step 2 within 6 s"* ]]
+	[[ $stderr == *"rank 1 (tp 0, dp 1, pp 0): rank 0 (tp 0, dp 0, pp 0) did not reach step 2 within 6 s"* ]]
 }
 
 @test "a rank killed with SIGKILL: the job ends in bounded time with a message naming the dead process" {
@@ -147,7 +147,7 @@ fields() {
 	# the launcher names the process (mpiexec), mt-train names the rank (a timeout), or,
 	# when the survivor was reading the victim's memory at the kill, MPI's transport stops
 	# it naming the process it could not read ("process_vm_readv(pid=...): No such process")
-	grep -Eq "PID $victim|pid=$victim .*No such process|rank 1 did not reach step" out.txt
+	grep -Eq "PID $victim|pid=$victim .*No such process|rank 1 \(tp 0, dp 1, pp 0\) did not reach step" out.txt
 }
 
 @test "flags: tensor/pipeline parallelism refused for training, batch not divisible by micro x DP" {

@@ -152,14 +152,14 @@ PY
 		timeout 120 mpiexec -n 2 mt-train "${M[@]}"
 	echo "status $status after $SECONDS s; stderr: $stderr"
 	[ "$status" -ne 124 ] && [ "$SECONDS" -lt 60 ]
-	[[ $stderr == *"mt-train: error: rank 1 did not reach step 3 within 5 s"* ]]
+	[[ $stderr == *"mt-train: error: rank 0 (tp 0, dp 0, pp 0): rank 1 (tp 0, dp 1, pp 0) did not reach step 3 within 5 s"* ]]
 	# the ZeRO path, and a hang after the step
 	SECONDS=0
 	MT_TEST_HANG_RANK=1 MT_TEST_HANG_STEP=2 run ! --separate-stderr \
 		timeout 120 mpiexec -n 2 mt-train "${M[@]}" --use-distributed-optimizer
 	echo "status $status after $SECONDS s; stderr: $stderr"
 	[ "$status" -ne 124 ] && [ "$SECONDS" -lt 60 ]
-	[[ $stderr == *"rank 1 did not reach step 2 within 5 s"* ]]
+	[[ $stderr == *"rank 1 (tp 0, dp 1, pp 0) did not reach step 2 within 5 s"* ]]
 }
 
 # bats test_tags=gpu
@@ -179,7 +179,7 @@ PY
 	[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]
 	[ "$SECONDS" -lt 60 ]
 	# as in tests/mt-train-dist.bats, MPI's transport may be the one to name the process
-	grep -Eq "PID $victim|pid=$victim .*No such process|rank 1 did not reach step|another rank died or hangs" out.txt
+	grep -Eq "PID $victim|pid=$victim .*No such process|rank 1 \(tp 0, dp 1, pp 0\) did not reach step|another rank died or hangs" out.txt
 }
 
 # bats test_tags=gpu

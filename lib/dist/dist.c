@@ -1,4 +1,6 @@
-/* dist.c: process bootstrap, rank layout and bounded collectives over MPI (see dist.h).
+/* dist.c: process bootstrap, rank layout with its group communicators (the tensor-,
+ * data-, pipeline-, model-parallel and embedding groups, one MPI_Comm_split each) and
+ * bounded collectives over MPI (see dist.h).
  *
  * Only the MPI standard (3.0: nonblocking collectives) is used, so MPICH and Open MPI
  * both work. Built without MPI (MT_NO_MPI), a launched run is refused and a world of one
@@ -49,16 +51,104 @@ void mt_dist_coords(int world, int tp, int pp, int r, int *tp_rank, int *dp_rank
 	*pp_rank = r / (tp * dp);
 }
 
+int mt_dist_group_ranks(int world, int tp, int pp, enum mt_group g, int r, int *ranks)
+{
+	int t, d, p, dp, n = 0;
+
+	if (tp < 1 || pp < 1 || world < 1 || world % (tp * pp) || r < 0 || r >= world)
+		return 0;
+	dp = world / (tp * pp);
+	mt_dist_coords(world, tp, pp, r, &t, &d, &p);
+	switch (g) {
+	case MT_GROUP_TP:
+		for (int q = 0; q < tp; q++)
+			ranks[n++] = q + tp * (d + dp * p);
+		break;
+	case MT_GROUP_DP:
+		for (int q = 0; q < dp; q++)
+			ranks[n++] = t + tp * (q + dp * p);
+		break;
+	case MT_GROUP_PP:
+		for (int q = 0; q < pp; q++)
+			ranks[n++] = t + tp * (d + dp * q);
+		break;
+	case MT_GROUP_MP:
+		for (int q = 0; q < pp; q++)
+			for (int u = 0; u < tp; u++)
+				ranks[n++] = u + tp * (d + dp * q);
+		break;
+	case MT_GROUP_EMB:
+		/* the two ends of r's pipeline: one rank when there is one stage */
+		if (p != 0 && p != pp - 1)
+			return 0;
+		ranks[n++] = t + tp * d;
+		if (pp > 1)
+			ranks[n++] = t + tp * (d + dp * (pp - 1));
+		break;
+	default:
+		return 0;
+	}
+	return n;
+}
+
+/* "rank 5 (tp 1, dp 0, pp 2)", or "rank 5" before the layout is known */
+static void name_rank(char *buf, size_t size, int world, int tp, int pp, int r, int laid)
+{
+	int t, d, p;
+
+	if (!laid) {
+		snprintf(buf, size, "rank %d", r);
+		return;
+	}
+	mt_dist_coords(world, tp, pp, r, &t, &d, &p);
+	snprintf(buf, size, "rank %d (tp %d, dp %d, pp %d)", r, t, d, p);
+}
+
+struct mt_dist *mt_dist_group(struct mt_dist *d, enum mt_group g)
+{
+	struct mt_dist *v;
+
+	if ((unsigned)g >= MT_GROUP_NKINDS || !(v = d->group[g]))
+		return NULL;
+	/* the tool sets the timeout after the layout: the views follow it */
+	v->timeout = d->timeout;
+	return v;
+}
+
+/* A group's view of one rank: every collective returns at once on a world of one. */
+static struct mt_dist *view_of_one(struct mt_dist *d)
+{
+	struct mt_dist *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	v->ops = d->ops;
+	v->world = v->dp = v->tp = v->pp = 1;
+	v->local_rank = d->local_rank;
+	v->local_world = d->local_world;
+	v->active = d->active;
+	v->timeout = d->timeout;
+	memcpy(v->where, d->where, sizeof(v->where));
+	v->parent = d;
+	return v;
+}
+
+static int make_views(struct mt_dist *d, struct mt_err *err);
+static void free_views(struct mt_dist *d);
+
 int mt_dist_layout(struct mt_dist *d, int tp, int pp, struct mt_err *err)
 {
 	if (tp < 1 || pp < 1 || d->world % (tp * pp))
 		return mt_err_set(err, MT_EXIT_USAGE,
-				  "world size %d is not a multiple of tensor x pipeline parallel size %d x %d", d->world, tp, pp);
+				  "%s: world size %d is not a multiple of tensor x pipeline parallel size %d x %d", d->where,
+				  d->world, tp, pp);
 	d->tp = tp;
 	d->pp = pp;
 	d->dp = d->world / (tp * pp);
 	mt_dist_coords(d->world, tp, pp, d->rank, &d->tp_rank, &d->dp_rank, &d->pp_rank);
-	return 0;
+	name_rank(d->where, sizeof(d->where), d->world, tp, pp, d->rank, 1);
+	free_views(d);
+	return make_views(d, err);
 }
 
 static const struct mt_dist_ops ops;
@@ -70,13 +160,47 @@ int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 	memset(d, 0, sizeof(*d));
 	d->ops = &ops;
 	d->world = d->local_world = d->tp = d->pp = d->dp = 1;
+	snprintf(d->where, sizeof(d->where), "rank 0");
 	if (mt_dist_launched() && getenv("SLURM_NTASKS") && atoi(getenv("SLURM_NTASKS")) > 1)
 		return mt_err_set(err, MT_EXIT_USAGE, "started as one of several tasks, but mt was built without MPI");
 	if (mt_dist_launched() && getenv("PMI_SIZE") && atoi(getenv("PMI_SIZE")) > 1)
 		return mt_err_set(err, MT_EXIT_USAGE, "started by mpiexec, but mt was built without MPI");
 	return 0;
 }
-void mt_dist_finalize(struct mt_dist *d) { (void)d; }
+
+/* a world of one: every group is this rank alone (none in a kind it is not part of) */
+static int make_views(struct mt_dist *d, struct mt_err *err)
+{
+	int *ranks = calloc((size_t)d->world, sizeof(int));
+
+	if (!ranks)
+		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory", d->where);
+	for (int g = 0; g < MT_GROUP_NKINDS; g++) {
+		if (!mt_dist_group_ranks(d->world, d->tp, d->pp, (enum mt_group)g, d->rank, ranks))
+			continue;
+		if (!(d->group[g] = view_of_one(d))) {
+			free(ranks);
+			free_views(d);
+			return mt_err_set(err, MT_EXIT_IO, "%s: out of memory", d->where);
+		}
+	}
+	free(ranks);
+	return 0;
+}
+
+static void free_views(struct mt_dist *d)
+{
+	for (int g = 0; g < MT_GROUP_NKINDS; g++) {
+		free(d->group[g]);
+		d->group[g] = NULL;
+	}
+}
+
+void mt_dist_finalize(struct mt_dist *d)
+{
+	if (!d->parent)
+		free_views(d);
+}
 void mt_dist_abort(struct mt_dist *d, int code) { (void)d; (void)code; }
 int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, struct mt_err *err)
 {
@@ -111,11 +235,26 @@ int mt_dist_reduce_scatter_f32(struct mt_dist *d, const float *send, const int64
 #else
 
 struct impl {
-	MPI_Comm comm;          /* a duplicate of the world: our messages never meet a library's */
+	MPI_Comm comm;          /* a duplicate of the world (or a group of it): our messages never
+				 * meet a library's */
 	int *cnt, *dsp, *rcnt, *rdsp; /* int counts for MPI, world entries each */
+	int *members;           /* a group's world ranks by group rank; NULL: the world itself */
+	int lworld, ltp, lpp, laid; /* the world's layout (laid once known), to name other ranks */
 };
 
 #define COMM(d) (((struct impl *)(d)->impl)->comm)
+
+static const char *const group_names[MT_GROUP_NKINDS] = { "tensor-parallel", "data-parallel", "pipeline-parallel",
+							  "model-parallel", "embedding" };
+
+/* Rank q of d's communicator, named by its world rank and coordinates, for messages. */
+static const char *peer(struct mt_dist *d, int q, char *buf, size_t size)
+{
+	struct impl *im = d->impl;
+
+	name_rank(buf, size, im->lworld, im->ltp, im->lpp, im->members ? im->members[q] : q, im->laid);
+	return buf;
+}
 
 int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 {
@@ -127,6 +266,7 @@ int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 	memset(d, 0, sizeof(*d));
 	d->ops = &ops;
 	d->world = d->local_world = d->tp = d->pp = d->dp = 1;
+	snprintf(d->where, sizeof(d->where), "rank 0");
 	if (!mt_dist_launched())
 		return 0;
 	if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
@@ -140,6 +280,9 @@ int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 	MPI_Comm_set_errhandler(im->comm, MPI_ERRORS_RETURN);
 	MPI_Comm_rank(im->comm, &d->rank);
 	MPI_Comm_size(im->comm, &d->world);
+	snprintf(d->where, sizeof(d->where), "rank %d", d->rank);
+	im->lworld = d->world;
+	im->ltp = im->lpp = 1;
 	MPI_Comm_split_type(im->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local);
 	MPI_Comm_rank(local, &d->local_rank);
 	MPI_Comm_size(local, &d->local_world);
@@ -147,7 +290,7 @@ int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 	d->dp = d->world;
 	im->cnt = calloc((size_t)d->world * 4, sizeof(int));
 	if (!im->cnt)
-		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory", d->where);
 	im->dsp = im->cnt + d->world;
 	im->rcnt = im->dsp + d->world;
 	im->rdsp = im->rcnt + d->world;
@@ -158,10 +301,110 @@ int mt_dist_init(struct mt_dist *d, struct mt_err *err)
 	return 0;
 }
 
+/* One communicator per group kind, split from the world with the group's lowest world
+ * rank as color and the world rank as key (so group ranks follow world ranks); every
+ * rank takes part in every split, those in no group of a kind (the embedding group's
+ * middle stages) with MPI_UNDEFINED. MPI_Comm_split blocks without a deadline: it runs
+ * once, at start-up, before any rank can be stuck in training. */
+static int make_views(struct mt_dist *d, struct mt_err *err)
+{
+	struct impl *im = d->impl;
+	int *ranks = calloc((size_t)d->world, sizeof(int));
+
+	if (!ranks)
+		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory", d->where);
+	if (im) {
+		im->lworld = d->world;
+		im->ltp = d->tp;
+		im->lpp = d->pp;
+		im->laid = 1;
+	}
+	for (int g = 0; g < MT_GROUP_NKINDS; g++) {
+		int n = mt_dist_group_ranks(d->world, d->tp, d->pp, (enum mt_group)g, d->rank, ranks);
+		struct mt_dist *v;
+		struct impl *vi;
+		MPI_Comm c = MPI_COMM_NULL;
+
+		if (!d->active || d->world == 1 || !im) {
+			if (n && !(d->group[g] = view_of_one(d)))
+				goto oom;
+			continue;
+		}
+		if (MPI_Comm_split(im->comm, n ? ranks[0] : MPI_UNDEFINED, d->rank, &c) != MPI_SUCCESS) {
+			free(ranks);
+			free_views(d);
+			return mt_err_set(err, MT_EXIT_IO, "%s: making the %s groups failed in MPI", d->where, group_names[g]);
+		}
+		if (!n)
+			continue;
+		v = view_of_one(d);
+		vi = calloc(1, sizeof(*vi));
+		if (!v || !vi) {
+			free(v), free(vi);
+			MPI_Comm_free(&c);
+			goto oom;
+		}
+		v->impl = vi;
+		d->group[g] = v;
+		vi->comm = c;
+		MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+		MPI_Comm_rank(c, &v->rank);
+		MPI_Comm_size(c, &v->world);
+		v->dp = v->world;
+		v->dp_rank = v->rank;
+		vi->lworld = d->world;
+		vi->ltp = d->tp;
+		vi->lpp = d->pp;
+		vi->laid = 1;
+		vi->cnt = calloc((size_t)v->world * 4, sizeof(int));
+		vi->members = malloc((size_t)n * sizeof(int));
+		if (!vi->cnt || !vi->members)
+			goto oom;
+		vi->dsp = vi->cnt + v->world;
+		vi->rcnt = vi->dsp + v->world;
+		vi->rdsp = vi->rcnt + v->world;
+		memcpy(vi->members, ranks, (size_t)n * sizeof(int));
+		if (v->world != n || ranks[v->rank] != d->rank) {
+			free(ranks);
+			free_views(d);
+			return mt_err_set(err, MT_EXIT_IO, "%s: MPI made a %s group of %d ranks, the layout says %d", d->where,
+					  group_names[g], v->world, n);
+		}
+	}
+	free(ranks);
+	return 0;
+oom:
+	free(ranks);
+	free_views(d);
+	return mt_err_set(err, MT_EXIT_IO, "%s: out of memory", d->where);
+}
+
+static void free_views(struct mt_dist *d)
+{
+	for (int g = 0; g < MT_GROUP_NKINDS; g++) {
+		struct mt_dist *v = d->group[g];
+		struct impl *vi;
+
+		if (!v)
+			continue;
+		if ((vi = v->impl)) {
+			MPI_Comm_free(&vi->comm);
+			free(vi->cnt);
+			free(vi->members);
+			free(vi);
+		}
+		free(v);
+		d->group[g] = NULL;
+	}
+}
+
 void mt_dist_finalize(struct mt_dist *d)
 {
 	struct impl *im = d->impl;
 
+	if (d->parent)
+		return; /* a group's view: its parent frees it */
+	free_views(d);
 	if (!d->active)
 		return;
 	if (im) {
@@ -199,7 +442,7 @@ static int wait_all(struct mt_dist *d, int n, MPI_Request *r, double timeout, co
 		for (int i = 0; i < n; i++) {
 			int fl = 1;
 			if (r[i] != MPI_REQUEST_NULL && MPI_Test(&r[i], &fl, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-				return mt_err_set(err, MT_EXIT_IO, "rank %d: %s at step %lld failed in MPI", d->rank, what,
+				return mt_err_set(err, MT_EXIT_IO, "%s: %s at step %lld failed in MPI", d->where, what,
 						  (long long)step);
 			done &= fl;
 		}
@@ -207,8 +450,8 @@ static int wait_all(struct mt_dist *d, int n, MPI_Request *r, double timeout, co
 			return 0;
 		if (timeout > 0 && now() - t0 > timeout)
 			return mt_err_set(err, MT_EXIT_IO,
-					  "rank %d: %s at step %lld did not complete within %.0f s: another rank died or hangs",
-					  d->rank, what, (long long)step, timeout);
+					  "%s: %s at step %lld did not complete within %.0f s: another rank died or hangs",
+					  d->where, what, (long long)step, timeout);
 		if (spins > 2000) {
 			struct timespec ts = { 0, 100000 };
 			nanosleep(&ts, NULL);
@@ -219,6 +462,7 @@ static int wait_all(struct mt_dist *d, int n, MPI_Request *r, double timeout, co
 int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, struct mt_err *err)
 {
 	int64_t mine[2] = { step, flag };
+	char name[64];
 
 	*max_flag = flag;
 	if (d->world == 1)
@@ -232,7 +476,7 @@ int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, stru
 
 		if (!got || !r) {
 			free(got), free(r);
-			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+			return mt_err_set(err, MT_EXIT_IO, "%s: out of memory", d->where);
 		}
 		for (int q = 1; q < d->world; q++)
 			MPI_Irecv(got + 2 * q, 2, MPI_INT64_T, q, TAG_AGREE, COMM(d), &r[q]);
@@ -252,8 +496,8 @@ int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, stru
 				break;
 			if (d->timeout > 0 && now() - t0 > d->timeout) {
 				free(got), free(r);
-				return mt_err_set(err, MT_EXIT_IO, "rank %d did not reach step %lld within %.0f s", missing,
-						  (long long)step, d->timeout);
+				return mt_err_set(err, MT_EXIT_IO, "%s: %s did not reach step %lld within %.0f s", d->where,
+						  peer(d, missing, name, sizeof(name)), (long long)step, d->timeout);
 			}
 			if (spins > 2000) {
 				struct timespec ts = { 0, 100000 };
@@ -262,8 +506,8 @@ int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, stru
 		}
 		for (int q = 1; q < d->world; q++) {
 			if (got[2 * q] != step && !rc)
-				rc = mt_err_set(err, MT_EXIT_IO, "rank %d is at step %lld, rank 0 at step %lld", q,
-						(long long)got[2 * q], (long long)step);
+				rc = mt_err_set(err, MT_EXIT_IO, "%s: %s is at step %lld, this rank at step %lld", d->where,
+						peer(d, q, name, sizeof(name)), (long long)got[2 * q], (long long)step);
 			if (got[2 * q + 1] > *max_flag)
 				*max_flag = (int)got[2 * q + 1];
 		}
@@ -293,15 +537,15 @@ int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, stru
 				break;
 			/* twice the timeout: rank 0 names a missing rank first, when it can */
 			if (d->timeout > 0 && now() - t0 > 2 * d->timeout)
-				return mt_err_set(err, MT_EXIT_IO, "rank 0 did not reach step %lld within %.0f s", (long long)step,
-						  2 * d->timeout);
+				return mt_err_set(err, MT_EXIT_IO, "%s: %s did not reach step %lld within %.0f s", d->where,
+						  peer(d, 0, name, sizeof(name)), (long long)step, 2 * d->timeout);
 			if (spins > 2000) {
 				struct timespec ts = { 0, 100000 };
 				nanosleep(&ts, NULL);
 			}
 		}
 		if (out < 0)
-			return mt_err_set(err, MT_EXIT_IO, "rank %d: the ranks disagree on the step (%lld here)", d->rank,
+			return mt_err_set(err, MT_EXIT_IO, "%s: the ranks disagree on the step (%lld here)", d->where,
 					  (long long)step);
 		*max_flag = (int)out;
 		return 0;
@@ -323,8 +567,8 @@ static int to_int(struct mt_dist *d, const int64_t *c, const int64_t *s, int *ci
 {
 	for (int q = 0; q < d->world; q++) {
 		if (c[q] > INT_MAX || s[q] > INT_MAX)
-			return mt_err_set(err, MT_EXIT_USAGE, "a shard of %lld elements is too large for MPI's int counts",
-					  (long long)c[q]);
+			return mt_err_set(err, MT_EXIT_USAGE, "%s: a shard of %lld elements is too large for MPI's int counts",
+					  d->where, (long long)c[q]);
 		ci[q] = (int)c[q];
 		si[q] = (int)s[q];
 	}
@@ -344,8 +588,8 @@ int mt_dist_alltoallv_f32(struct mt_dist *d, const float *send, const int64_t *c
 	if (to_int(d, counts, displs, im->cnt, im->dsp, err))
 		return -1;
 	if (my_count * d->world > INT_MAX)
-		return mt_err_set(err, MT_EXIT_USAGE, "a shard of %lld elements is too large for MPI's int counts",
-				  (long long)my_count);
+		return mt_err_set(err, MT_EXIT_USAGE, "%s: a shard of %lld elements is too large for MPI's int counts",
+				  d->where, (long long)my_count);
 	for (int q = 0; q < d->world; q++) {
 		im->rcnt[q] = (int)my_count;
 		im->rdsp[q] = (int)(q * my_count);
@@ -406,7 +650,8 @@ int mt_dist_allreduce_f64(struct mt_dist *d, double *buf, int64_t n, int max, co
 	if (d->world == 1)
 		return 0;
 	if (n > INT_MAX)
-		return mt_err_set(err, MT_EXIT_USAGE, "%lld elements are too many for one MPI call", (long long)n);
+		return mt_err_set(err, MT_EXIT_USAGE, "%s: %lld elements are too many for one MPI call", d->where,
+				  (long long)n);
 	MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, max ? MPI_MAX : MPI_SUM, COMM(d), &r);
 	return wait_all(d, 1, &r, d->timeout, what, step, err);
 }
@@ -419,7 +664,8 @@ int mt_dist_allreduce_f32(struct mt_dist *d, float *buf, int64_t n, const char *
 	if (d->world == 1)
 		return 0;
 	if (n > INT_MAX)
-		return mt_err_set(err, MT_EXIT_USAGE, "%lld elements are too many for one MPI call", (long long)n);
+		return mt_err_set(err, MT_EXIT_USAGE, "%s: %lld elements are too many for one MPI call", d->where,
+				  (long long)n);
 	MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r);
 	return wait_all(d, 1, &r, d->timeout, what, step, err);
 }
@@ -436,8 +682,8 @@ int mt_dist_reduce_scatter_f32(struct mt_dist *d, const float *send, const int64
 	}
 	for (int q = 0; q < d->world; q++) {
 		if (counts[q] > INT_MAX)
-			return mt_err_set(err, MT_EXIT_USAGE, "a shard of %lld elements is too large for MPI's int counts",
-					  (long long)counts[q]);
+			return mt_err_set(err, MT_EXIT_USAGE, "%s: a shard of %lld elements is too large for MPI's int counts",
+					  d->where, (long long)counts[q]);
 		im->cnt[q] = (int)counts[q];
 	}
 	MPI_Ireduce_scatter(send, recv, im->cnt, MPI_FLOAT, MPI_SUM, COMM(d), &r);
@@ -451,7 +697,7 @@ int mt_dist_bcast(struct mt_dist *d, void *buf, int64_t n, int root, const char 
 	if (d->world == 1)
 		return 0;
 	if (n > INT_MAX)
-		return mt_err_set(err, MT_EXIT_USAGE, "%lld bytes are too many for one MPI call", (long long)n);
+		return mt_err_set(err, MT_EXIT_USAGE, "%s: %lld bytes are too many for one MPI call", d->where, (long long)n);
 	MPI_Ibcast(buf, (int)n, MPI_BYTE, root, COMM(d), &r);
 	return wait_all(d, 1, &r, d->timeout, what, -1, err);
 }

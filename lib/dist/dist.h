@@ -44,6 +44,7 @@ struct mt_dist {
 	char where[64];             /* "rank 5 (tp 1, dp 0, pp 2)": world rank and coordinates,
 				     * the same in a group's view; every message names it */
 	struct mt_dist *group[MT_GROUP_NKINDS]; /* mt_dist_layout's views (mt_dist_group) */
+	struct mt_dist *parent;     /* in a group's view: the world it was made from */
 	void *impl;
 };
 
@@ -52,28 +53,36 @@ int mt_dist_launched(void);
 /* Start MPI when launched, else a world of one; then check that srun did not start
  * several tasks that MPI sees as separate worlds (srun --mpi=none). */
 int mt_dist_init(struct mt_dist *d, struct mt_err *err);
-/* Lay the world out as tp x dp x pp (Megatron's order): fails when world is not a
- * multiple of tp * pp. */
+/* Lay the world out as tp x dp x pp (Megatron's order), set where to "rank R (tp T, dp D,
+ * pp P)" (it says "rank R" before) and make the group views (mt_dist_group): every rank
+ * must call it with the same sizes. Fails when world is not a multiple of tp * pp. */
 int mt_dist_layout(struct mt_dist *d, int tp, int pp, struct mt_err *err);
 /* The layout of rank r without a communicator (for --dry-run of a world not started). */
 void mt_dist_coords(int world, int tp, int pp, int r, int *tp_rank, int *dp_rank, int *pp_rank);
 /* The world ranks of the group of kind g that holds world rank r, ascending, into
  * ranks[] (room for world entries); returns their count, 0 when r is in no group of
- * that kind (the embedding group of a middle stage). Arithmetic only. */
+ * that kind (the embedding group of a middle stage) or the layout is not one (world not
+ * a multiple of tp x pp, r outside it). Arithmetic only. The embedding group is the first
+ * and the last rank of r's pipeline group; with one stage (pp = 1) they are the same
+ * rank, and the group is r alone (its tied embedding has no other copy). */
 int mt_dist_group_ranks(int world, int tp, int pp, enum mt_group g, int r, int *ranks);
 /* This rank's group of kind g, as a struct mt_dist of its own: rank and world within the
  * group (ranks ordered by world rank), dp = world and dp_rank = rank, tp = pp = 1, the
- * parent's timeout and where; every collective of this file works on it. Made by
- * mt_dist_layout (a world of one without MPI); NULL when this rank is in no such group.
- * Freed by mt_dist_finalize. */
+ * parent's timeout (read again at each call, so a timeout set after the layout holds)
+ * and where; every collective of this file works on it, and its messages name other
+ * ranks by world rank and coordinates. Made by mt_dist_layout, a collective call over
+ * the world (a world of one without MPI); NULL when this rank is in no such group.
+ * Freed by the parent's mt_dist_finalize (which does nothing on a view). */
 struct mt_dist *mt_dist_group(struct mt_dist *d, enum mt_group g);
 void mt_dist_finalize(struct mt_dist *d);
 /* Stop every rank (MPI_Abort) with the exit code; returns only in a world of one. */
 void mt_dist_abort(struct mt_dist *d, int code);
 
 /* Every rank gives (step, flag); all get the maximum flag. Rank 0 waits up to the timeout
- * for each other rank and names the first missing one ("rank N did not reach step S
- * within T s"); the others wait twice as long for rank 0's answer. */
+ * for each other rank and names the first missing one ("rank 0 (tp 0, dp 0, pp 0): rank N
+ * (tp T, dp D, pp P) did not reach step S within T s", world ranks and coordinates also
+ * in a group's view); the others wait twice as long for rank 0's answer. The messages
+ * of every collective here start with where. */
 int mt_dist_agree(struct mt_dist *d, int64_t step, int flag, int *max_flag, struct mt_err *err);
 /* A barrier with the timeout. */
 int mt_dist_barrier(struct mt_dist *d, const char *what, int64_t step, struct mt_err *err);

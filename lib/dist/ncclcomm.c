@@ -111,7 +111,7 @@ static int nccl_fail(struct mt_nccl *n, ncclResult_t rc, const char *what, struc
 
 	if (n)
 		n->failed = 1;
-	return mt_err_set(err, MT_EXIT_IO, "rank %d: NCCL %s failed: %s%s%s", n && n->d ? n->d->rank : -1, what,
+	return mt_err_set(err, MT_EXIT_IO, "%s: NCCL %s failed: %s%s%s", n && n->d ? n->d->where : "rank ?", what,
 			  api.GetErrorString(rc), last && *last ? ": " : "", last && *last ? last : "");
 }
 
@@ -124,8 +124,8 @@ static int settle(struct mt_nccl *n, ncclResult_t rc, const char *what, struct m
 		if (timeout > 0 && now() - t0 > timeout) {
 			n->failed = 1;
 			return mt_err_set(err, MT_EXIT_IO,
-					  "rank %d: NCCL %s did not complete within %.0f s: another rank died or hangs",
-					  n->d->rank, what, timeout);
+					  "%s: NCCL %s did not complete within %.0f s: another rank died or hangs",
+					  n->d->where, what, timeout);
 		}
 		nap(spins);
 		if (api.CommGetAsyncError(n->comm, &rc) != ncclSuccess)
@@ -298,7 +298,7 @@ int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step,
 			return 0;
 		if (e != cudaErrorNotReady) {
 			n->failed = 1;
-			return mt_err_set(err, MT_EXIT_IO, "rank %d: %s at step %lld: %s", n->d->rank, what, (long long)step,
+			return mt_err_set(err, MT_EXIT_IO, "%s: %s at step %lld: %s", n->d->where, what, (long long)step,
 					  cudaGetErrorString(e));
 		}
 		if (api.CommGetAsyncError(n->comm, &st) != ncclSuccess)
@@ -311,8 +311,8 @@ int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step,
 		if (timeout > 0 && now() - t0 > timeout) {
 			n->failed = 1;
 			return mt_err_set(err, MT_EXIT_IO,
-					  "rank %d: %s at step %lld did not complete within %.0f s: another rank died or hangs",
-					  n->d->rank, what, (long long)step, timeout);
+					  "%s: %s at step %lld did not complete within %.0f s: another rank died or hangs",
+					  n->d->where, what, (long long)step, timeout);
 		}
 		nap(spins);
 	}

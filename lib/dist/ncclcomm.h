@@ -48,8 +48,8 @@ int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_
 		      struct mt_err *err);
 /* Wait for a CUDA event recorded after the collectives (cudaEvent_t), polling NCCL's
  * asynchronous error, up to the timeout; on an error or the deadline the communicator
- * is aborted and -1 returned: "rank R: WHAT at step S did not complete within T s:
- * another rank died or hangs". */
+ * is aborted and -1 returned: "rank R (tp T, dp D, pp P): WHAT at step S did not complete
+ * within T s: another rank died or hangs". */
 int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step, struct mt_err *err);
 
 #endif

@@ -29,11 +29,15 @@ struct mt_tpcomm {
 					 * analytical volume */
 	float *scratch;                 /* grown as needed */
 	int64_t scratch_n;
+	double *scratch64;              /* the double all-reduce's gathered vectors */
+	int64_t scratch64_n;
 	int64_t *cnt, *dsp;             /* size entries each */
 };
 
 /* Fill tp (size and rank from g, the given sequence_parallel, the operations) over group
- * g; g of one rank gives size 1. */
+ * g (mt_dist_group(d, MT_GROUP_TP)); g of one rank gives size 1, whose operations are
+ * copies. tp->ctx is c: c must outlive tp. Bytes count what this rank sends, its own
+ * part excluded: an all-reduce of n floats sends about 2 n (size - 1) / size of them. */
 int mt_tpcomm_init(struct mt_tpcomm *c, struct mt_dist *g, int sequence_parallel, struct mt_tp *tp,
 		   struct mt_err *err);
 void mt_tpcomm_free(struct mt_tpcomm *c);
