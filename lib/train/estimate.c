@@ -2,6 +2,7 @@
 #include "train/estimate.h"
 
 #include "dist/dist.h"
+#include "model/params.h"
 
 int64_t mt_rampup_batch(const int64_t rampup[3], int64_t gbs, int64_t consumed)
 {
@@ -33,14 +34,43 @@ int64_t mt_rampup_train_iters(const int64_t rampup[3], int64_t gbs, int64_t trai
 	return it;
 }
 
+double mt_estimate_act_layer(double s, double b, double h, double a, int t, int sp, enum mt_recompute recompute,
+			     const char **formula)
+{
+	double sbh = s * b * h, attn = 5 * a * s / (h * t);
+	const char *f;
+	double bytes;
+
+	sp = sp && t > 1;
+	if (recompute == MT_RECOMPUTE_FULL) {
+		f = sp ? "full recompute, sequence parallel: 2*s*b*h/t" : "full recompute: 2*s*b*h";
+		bytes = 2 * sbh / (sp ? t : 1);
+	} else if (recompute == MT_RECOMPUTE_SELECTIVE) {
+		f = sp ? "selective recompute, sequence parallel: s*b*h*34/t"
+		       : t > 1 ? "selective recompute, tensor parallel: s*b*h*(10 + 24/t)" : "selective recompute: s*b*h*34";
+		bytes = sbh * (sp ? 34.0 / t : 10 + 24.0 / t);
+	} else if (sp) {
+		f = "tensor + sequence parallel: s*b*h*(34/t + 5*a*s/(h*t))";
+		bytes = sbh * (34.0 / t + attn);
+	} else if (t > 1) {
+		f = "tensor parallel: s*b*h*(10 + 24/t + 5*a*s/(h*t))";
+		bytes = sbh * (10 + 24.0 / t + attn);
+	} else {
+		f = "no parallelism: s*b*h*(34 + 5*a*s/h)";
+		bytes = sbh * (34 + attn);
+	}
+	if (formula)
+		*formula = f;
+	return bytes;
+}
+
 int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct mt_err *err)
 {
 	const struct mt_config *c = a->cfg;
-	int64_t md = a->micro_batch_size * a->dp, h = c->hidden_size, v = c->padded_vocab_size;
-	int64_t emb = v * h + (c->position_embedding_type == MT_POS_LEARNED ? (int64_t)c->max_position_embeddings * h : 0);
-	int64_t layers = (c->num_layers + a->pp - 1) / a->pp;
-	double s = c->seq_length, b = (double)a->micro_batch_size, t = a->tp, act_layer;
-	int64_t inflight;
+	int64_t md = a->micro_batch_size * a->dp, v = c->padded_vocab_size;
+	int64_t layers = c->num_layers / (a->pp > 0 ? a->pp : 1);
+	double s = c->seq_length, b = (double)a->micro_batch_size, t = a->tp;
+	struct mt_params tab;
 
 	if (a->global_batch_size % md)
 		return mt_err_set(err, MT_EXIT_USAGE,
@@ -49,10 +79,6 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 	if (c->num_layers % a->pp)
 		return mt_err_set(err, MT_EXIT_USAGE, "--num-layers %d is not a multiple of --pipeline-model-parallel-size %d",
 				  c->num_layers, a->pp);
-	if (c->num_attention_heads % a->tp || c->hidden_size % a->tp)
-		return mt_err_set(err, MT_EXIT_USAGE,
-				  "--num-attention-heads %d is not a multiple of --tensor-model-parallel-size %d",
-				  c->num_attention_heads, a->tp);
 	e->ramp_increments = e->ramp_samples_per_increment = 0;
 	if (a->rampup[0] > 0) {
 		if (a->rampup[1] <= 0 || a->rampup[2] <= 0 || a->rampup[0] > a->global_batch_size ||
@@ -68,10 +94,18 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 		e->ramp_increments = (a->global_batch_size - a->rampup[0]) / a->rampup[1];
 		e->ramp_samples_per_increment = e->ramp_increments ? a->rampup[2] / e->ramp_increments : 0;
 	}
+	/* the first stage's parameters on tensor-parallel rank 0: shards and whole replicas */
+	if (mt_params_build_tp(&tab, c, a->tp, 0, a->sequence_parallel, err))
+		return -1;
 	e->params = mt_config_num_params(c);
-	/* the first stage: its layers' share and the embeddings, split by tensor parallelism */
-	e->params_per_gpu = ((e->params - emb - (c->untie_embeddings_and_output_weights ? v * h : 0) - 2 * h) / c->num_layers *
-			     layers + emb) / a->tp;
+	e->params_per_gpu = 0;
+	for (int i = 0; i < tab.n; i++) {
+		const struct mt_param *p = &tab.p[i];
+		if (p->layer >= 0 ? p->layer < layers
+				  : p->kind == MT_P_WORD_EMB || p->kind == MT_P_POS_EMB || a->pp == 1)
+			e->params_per_gpu += p->numel;
+	}
+	mt_params_free(&tab);
 	e->weights = (double)e->params_per_gpu * a->param_bytes;
 	e->grads = (double)e->params_per_gpu * 4;
 	/* 16-bit weights: an fp32 master besides them; fp32 weights are their own master,
@@ -79,12 +113,14 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 	 * whole fp32 weights for the forward (what the CUDA backend allocates) */
 	e->optimizer = (double)e->params_per_gpu * (a->param_bytes < 4 || a->distributed_optimizer ? 12 : 8) /
 		       (a->distributed_optimizer ? a->dp : 1);
-	act_layer = s * b * (double)h * (10 + 24 / t + 5.0 * c->num_attention_heads * s / ((double)h * t));
-	if (a->param_bytes == 4)
-		act_layer *= 2;
+	/* Korthikanti et al.'s bytes are for 16-bit activations; fp32 holds each in 4 */
+	e->act_layer = mt_estimate_act_layer(s, b, c->hidden_size, c->num_attention_heads, a->tp, a->sequence_parallel,
+					     a->recompute, &e->act_formula) * (a->param_bytes == 4 ? 2 : 1);
 	e->grad_accum = a->global_batch_size / md;
-	inflight = a->pp < e->grad_accum ? a->pp : e->grad_accum;
-	e->activations = act_layer * (double)layers * (double)inflight;
+	/* 1F1B: the first stage holds up to pp micro-batches' activations */
+	e->act_layers = layers;
+	e->act_inflight = a->pp < e->grad_accum ? a->pp : e->grad_accum;
+	e->activations = e->act_layer * (double)layers * (double)e->act_inflight;
 	e->logits = a->pp == 1 ? s * b * (double)v / t * 4 : 0; /* on the last stage otherwise */
 	e->total = e->weights + e->grads + e->optimizer + e->activations + e->logits;
 	e->flops_per_step = mt_config_flops_per_token(c) * s * (double)a->global_batch_size;
@@ -157,7 +193,10 @@ void mt_estimate_print(FILE *out, const struct mt_estimate_args *a, const struct
 	if (a->distributed_optimizer)
 		fprintf(out, "; 1/%d of them on each data-parallel rank", a->dp);
 	fprintf(out, ")\n");
-	fprintf(out, "  activations                 %8.2f GiB\n", e->activations / GiB);
+	fprintf(out, "  activations                 %8.2f GiB (Korthikanti et al. 2022, %s%s: %.3f GiB a layer and "
+		"micro-batch x %lld layers x %lld micro-batches in flight)\n", e->activations / GiB, e->act_formula,
+		a->param_bytes == 4 ? ", x 2 for fp32" : "", e->act_layer / GiB, (long long)e->act_layers,
+		(long long)e->act_inflight);
 	fprintf(out, "  logits                      %8.2f GiB\n", e->logits / GiB);
 	fprintf(out, "  total                       %8.2f GiB\n", e->total / GiB);
 	fprintf(out, "flops per step: %.4g (%.4g per GPU; 6 x matmul parameters + 6 x L x s x heads x head size per token, "

@@ -4,13 +4,17 @@
  *
  * Memory per GPU is for the busiest rank: the first pipeline stage (it holds the
  * embeddings and, under the 1F1B schedule, the activations of up to pp micro-batches).
- * Weights in the training dtype, gradients in fp32 (Megatron accumulates them in fp32),
- * the optimizer's fp32 master copy (16-bit training only) and two AdamW moments, divided
- * by the data-parallel size with the distributed optimizer; activations by Korthikanti et
- * al. 2022 (no recomputation, no sequence parallelism): s*b*h*(10 + 24/t + 5*a*s/(h*t))
- * bytes per layer and micro-batch at 16 bits (twice that in fp32), plus the last stage's
- * fp32 logits s*b*v/t*4. FLOPs per step are mt_config_flops_per_token x seq x global batch.
- * Nothing here allocates a model. */
+ * Its parameters are counted from the split table of tensor-parallel rank 0
+ * (mt_params_build_tp): split weights 1/t each, replicas (norms, row-parallel biases,
+ * position embeddings) whole; the first stage holds the embeddings and its L/pp layers,
+ * and with one stage also the final norm and the output layer. Weights in the training
+ * dtype, gradients in fp32 (Megatron accumulates them in fp32), the optimizer's fp32
+ * master copy (16-bit training only) and two AdamW moments, divided by the data-parallel
+ * size with the distributed optimizer. Activations per layer and micro-batch by Korthikanti
+ * et al. 2022 (mt_estimate_act_layer), in bytes of 16-bit activations, twice that in fp32
+ * (every activation 4 bytes instead of 2), times L/pp layers and the micro-batches in
+ * flight; plus the last stage's fp32 logits s*b*v/t*4. FLOPs per step are
+ * mt_config_flops_per_token x seq x global batch. Nothing here allocates weights. */
 #ifndef MT_ESTIMATE_H
 #define MT_ESTIMATE_H
 
@@ -19,6 +23,13 @@
 
 #include "model/config.h"
 #include "base/err.h"
+
+/* Activation recomputation (Megatron's --recompute-granularity and --recompute-activations) */
+enum mt_recompute {
+	MT_RECOMPUTE_NONE,      /* keep every activation (Megatron's default) */
+	MT_RECOMPUTE_SELECTIVE, /* recompute attention's softmax and dropout: the 5as/h term goes */
+	MT_RECOMPUTE_FULL,      /* keep only each layer's input */
+};
 
 struct mt_estimate_args {
 	const struct mt_config *cfg;
@@ -29,18 +40,35 @@ struct mt_estimate_args {
 	int param_bytes;                /* 2 for bf16/fp16, 4 for fp32 */
 	int distributed_optimizer;
 	const char *dtype;
+	int sequence_parallel;          /* --sequence-parallel; ignored at tp 1, as Megatron does */
+	enum mt_recompute recompute;
 };
 
 struct mt_estimate {
 	int64_t params, params_per_gpu;
 	double weights, grads, optimizer, activations, logits, total; /* bytes per GPU */
+	double act_layer;               /* bytes of one layer and micro-batch, in the training dtype */
+	int64_t act_layers, act_inflight; /* layers on the first stage, micro-batches in flight */
+	const char *act_formula;        /* which case of Korthikanti et al., and its formula */
 	double flops_per_step, flops_per_step_per_gpu;
 	int64_t grad_accum;
 	int64_t ramp_increments, ramp_samples_per_increment;
 };
 
+/* Korthikanti et al. 2022's activation bytes of one transformer layer for one micro-batch
+ * at 16 bits (sequence s, micro-batch b, hidden h, heads a, tensor-parallel size t):
+ *   no parallelism                          s b h (34 + 5 a s / h)
+ *   tensor parallel                         s b h (10 + 24/t + 5 a s / (h t))
+ *   tensor + sequence parallel              s b h (34/t + 5 a s / (h t))
+ *   selective recompute, sequence parallel  s b h 34/t   (without: s b h (10 + 24/t))
+ *   full recompute                          2 s b h      (sequence parallel: 2 s b h / t,
+ *                                                         the layer input being split)
+ * sequence_parallel counts only when t > 1. *formula, when not NULL, names the case. */
+double mt_estimate_act_layer(double s, double b, double h, double a, int t, int sequence_parallel,
+			     enum mt_recompute recompute, const char **formula);
 /* Check the batch arithmetic (the global batch and every rampup batch a multiple of
- * micro x dp) and fill e. */
+ * micro x dp) and the model's split (mt_params_build_tp's checks; cfg->padded_vocab_size
+ * padded for tp) and fill e. */
 int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct mt_err *err);
 /* Megatron's rampup: the global batch size once `consumed` samples are done. */
 int64_t mt_rampup_batch(const int64_t rampup[3], int64_t global_batch_size, int64_t consumed);

@@ -1,6 +1,9 @@
-/* test_dist.c: the rank layout (Megatron's order), the rampup schedule, the data-parallel
- * shards, and the one-rank ZeRO-1 step against the replicated optimizer's, bit for bit.
- * (The multi-rank collectives run in tests/mt-train-dist.bats under mpiexec.) */
+/* test_dist.c: the rank layout (Megatron's order) and its process groups, the rampup
+ * schedule, the dry run's memory per GPU (Korthikanti et al.'s activations in each case,
+ * the first stage's parameters from the split table), the data-parallel shards, and the
+ * one-rank ZeRO-1 step against the replicated optimizer's, bit for bit. (The multi-rank
+ * collectives and the groups' communicators run in tests/mt-train-dist.bats and
+ * tests/dist-grid.bats under mpiexec.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,76 @@ static void test_dist_layout(void)
 	ok(t == 7 && d == 7 && p == 15, "rank 1023 of TP 8 x DP 8 x PP 16 is (7, 7, 15)");
 }
 
+/* "[0,1] [2,3]": the group of each rank as mt_dist_group_ranks gives it, against the
+ * group of the spec that holds the rank ("" for a rank in none) */
+static void check_groups(int world, int tp, int pp, enum mt_group g, const char *spec, const char *what)
+{
+	char want[64][256], got[256];
+	int ranks[64], bad = -1;
+	const char *s = spec;
+
+	for (int r = 0; r < world; r++)
+		want[r][0] = 0;
+	while ((s = strchr(s, '['))) {
+		const char *e = strchr(s, ']');
+		char grp[256];
+		size_t len = (size_t)(e - s + 1);
+
+		memcpy(grp, s, len);
+		grp[len] = 0;
+		for (const char *q = s + 1; q < e;) {
+			int r = (int)strtol(q, (char **)&q, 10);
+			if (want[r][0])
+				bad = r; /* the spec string lists a rank twice */
+			strcpy(want[r], grp);
+			if (*q == ',')
+				q++;
+		}
+		s = e;
+	}
+	for (int r = 0; r < world && bad < 0; r++) {
+		int n = mt_dist_group_ranks(world, tp, pp, g, r, ranks), o = 0;
+
+		got[0] = 0;
+		for (int i = 0; i < n; i++)
+			o += snprintf(got + o, sizeof(got) - (size_t)o, "%s%d", i ? "," : "[", ranks[i]);
+		if (n)
+			snprintf(got + o, sizeof(got) - (size_t)o, "]");
+		if (strcmp(got, want[r])) {
+			printf("#   rank %d: got '%s', want '%s'\n", r, got, want[r]);
+			bad = r;
+		}
+	}
+	ok(bad < 0, "world %d, tp %d, pp %d: %s groups %s", world, tp, pp, what, spec);
+}
+
+/* docs: the worked example of Megatron's parallel_state.py (specs/megatron-parallel.md 1) */
+static void test_dist_groups(void)
+{
+	int ranks[16];
+
+	check_groups(16, 2, 4, MT_GROUP_TP, "[0,1] [2,3] [4,5] [6,7] [8,9] [10,11] [12,13] [14,15]", "tensor");
+	check_groups(16, 2, 4, MT_GROUP_DP, "[0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]", "data");
+	check_groups(16, 2, 4, MT_GROUP_PP, "[0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]", "pipeline");
+	check_groups(16, 2, 4, MT_GROUP_MP, "[0,1,4,5,8,9,12,13] [2,3,6,7,10,11,14,15]", "model");
+	/* the middle stages (ranks 4..11) hold no tied embedding */
+	check_groups(16, 2, 4, MT_GROUP_EMB, "[0,12] [1,13] [2,14] [3,15]", "embedding");
+	/* 8 ranks, tp 2, pp 2 (dp 2): rank = t + 2 (d + 2 p) */
+	check_groups(8, 2, 2, MT_GROUP_TP, "[0,1] [2,3] [4,5] [6,7]", "tensor");
+	check_groups(8, 2, 2, MT_GROUP_DP, "[0,2] [1,3] [4,6] [5,7]", "data");
+	check_groups(8, 2, 2, MT_GROUP_PP, "[0,4] [1,5] [2,6] [3,7]", "pipeline");
+	check_groups(8, 2, 2, MT_GROUP_MP, "[0,1,4,5] [2,3,6,7]", "model");
+	check_groups(8, 2, 2, MT_GROUP_EMB, "[0,4] [1,5] [2,6] [3,7]", "embedding");
+	/* one stage: each rank is its own embedding group; pure data parallelism */
+	check_groups(4, 2, 1, MT_GROUP_EMB, "[0] [1] [2] [3]", "embedding");
+	check_groups(4, 2, 1, MT_GROUP_PP, "[0] [1] [2] [3]", "pipeline");
+	check_groups(4, 1, 1, MT_GROUP_DP, "[0,1,2,3]", "data");
+	check_groups(4, 1, 1, MT_GROUP_TP, "[0] [1] [2] [3]", "tensor");
+	check_groups(12, 3, 2, MT_GROUP_MP, "[0,1,2,6,7,8] [3,4,5,9,10,11]", "model");
+	is_int(mt_dist_group_ranks(10, 2, 4, MT_GROUP_TP, 0, ranks), 0, "a world that is not a multiple of tp x pp: no group");
+	is_int(mt_dist_group_ranks(8, 2, 2, MT_GROUP_TP, 8, ranks), 0, "a rank outside the world: no group");
+}
+
 static void test_dist_rampup(void)
 {
 	const int64_t r[3] = { 16, 16, 5859375 };
@@ -41,6 +114,147 @@ static void test_dist_rampup(void)
 	is_int(mt_rampup_batch(r, 1536, 5859375), 1536, "1536 at the end of the ramp");
 	is_int(mt_rampup_batch(r, 1536, 5859376), 1536, "and after it");
 	is_int(mt_rampup_batch(none, 1536, 0), 1536, "no rampup: the global batch");
+}
+
+/* The dry run's activations (Korthikanti et al. 2022) for GPT-3 175B's layer: s 2048,
+ * b 1, h 12288, a 96, t 8. s b h = 25 165 824 and 5 a s / h = 80, so per layer and
+ * micro-batch at 16 bits:
+ *   no parallelism (t 1)        s b h (34 + 80)          = 2 868 903 936
+ *   tensor parallel             s b h (10 + 3 + 10)      =   578 813 952
+ *   tensor + sequence parallel  s b h (4.25 + 10)        =   358 612 992
+ *   selective, sequence par.    s b h 4.25               =   106 954 752
+ *   selective, tensor par. only s b h 13                 =   327 155 712
+ *   full recompute              2 s b h                  =    50 331 648
+ *   full, sequence parallel     2 s b h / 8              =     6 291 456 */
+static void test_dist_act_formulas(void)
+{
+	const double s = 2048, b = 1, h = 12288, a = 96;
+	const char *f = NULL;
+	double x;
+
+	x = mt_estimate_act_layer(s, b, h, a, 1, 0, MT_RECOMPUTE_NONE, &f);
+	ok(x == 2868903936.0, "no parallelism: s b h (34 + 5 a s / h) = 2868903936 bytes (got %.0f)", x);
+	like(f, "no parallelism", "and says so");
+	x = mt_estimate_act_layer(s, b, h, a, 1, 1, MT_RECOMPUTE_NONE, &f);
+	ok(x == 2868903936.0, "sequence parallelism without tensor parallelism counts as none (got %.0f)", x);
+	x = mt_estimate_act_layer(s, b, h, a, 8, 0, MT_RECOMPUTE_NONE, &f);
+	ok(x == 578813952.0, "TP 8: s b h (10 + 24/t + 5 a s / (h t)) = 578813952 bytes (got %.0f)", x);
+	like(f, "tensor parallel: s*b*h*(10 + 24/t + 5*a*s/(h*t))", "and names its formula");
+	x = mt_estimate_act_layer(s, b, h, a, 8, 1, MT_RECOMPUTE_NONE, &f);
+	ok(x == 358612992.0, "TP 8 + SP: s b h (34/t + 5 a s / (h t)) = 358612992 bytes (got %.0f)", x);
+	like(f, "tensor + sequence parallel", "and names its case");
+	x = mt_estimate_act_layer(s, b, h, a, 8, 1, MT_RECOMPUTE_SELECTIVE, &f);
+	ok(x == 106954752.0, "TP 8 + SP, selective recompute: s b h 34/t = 106954752 bytes (got %.0f)", x);
+	like(f, "selective recompute, sequence parallel", "and names its case");
+	x = mt_estimate_act_layer(s, b, h, a, 8, 0, MT_RECOMPUTE_SELECTIVE, &f);
+	ok(x == 327155712.0, "TP 8, selective recompute without SP: s b h (10 + 24/t) = 327155712 bytes (got %.0f)", x);
+	x = mt_estimate_act_layer(s, b, h, a, 1, 0, MT_RECOMPUTE_SELECTIVE, &f);
+	ok(x == 34 * s * b * h, "selective recompute at TP 1: s b h 34 (got %.0f)", x);
+	x = mt_estimate_act_layer(s, b, h, a, 8, 0, MT_RECOMPUTE_FULL, &f);
+	ok(x == 50331648.0, "full recompute: 2 s b h = 50331648 bytes, the layer input (got %.0f)", x);
+	like(f, "full recompute: 2*s*b*h", "and names its case");
+	x = mt_estimate_act_layer(s, b, h, a, 8, 1, MT_RECOMPUTE_FULL, &f);
+	ok(x == 6291456.0, "full recompute under SP: 2 s b h / t = 6291456 bytes, the rank's part of the input (got %.0f)",
+	   x);
+	x = mt_estimate_act_layer(s, 4, h, a, 8, 1, MT_RECOMPUTE_NONE, NULL);
+	ok(x == 4 * 358612992.0, "linear in the micro-batch size");
+}
+
+static void est_tiny(struct mt_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->num_layers = 4;
+	c->hidden_size = 64;
+	c->num_attention_heads = 8;
+	c->seq_length = 32;
+	c->vocab_size = 1000;
+	mt_config_defaults(c);
+}
+
+static void est_args(struct mt_estimate_args *a, const struct mt_config *c, int tp, int pp, int dp)
+{
+	memset(a, 0, sizeof(*a));
+	a->cfg = c;
+	a->tp = tp;
+	a->pp = pp;
+	a->dp = dp;
+	a->world = tp * pp * dp;
+	a->gpus_per_node = 8;
+	a->micro_batch_size = 2;
+	a->global_batch_size = 2 * dp * 8;
+	a->param_bytes = 2;
+	a->dtype = "bf16";
+}
+
+static void test_dist_estimate_memory(void)
+{
+	struct mt_config c;
+	struct mt_estimate_args a;
+	struct mt_estimate e;
+	struct mt_params g;
+	struct mt_err err = { 0 };
+	int64_t sharded = 0, whole = 0, stage = 0;
+	double sbh;
+
+	est_tiny(&c);
+	c.padded_vocab_size = mt_config_padded_vocab(c.vocab_size, c.make_vocab_size_divisible_by, 2);
+	sbh = (double)c.seq_length * 2 * c.hidden_size;
+	if (mt_params_build(&g, &c, &err)) {
+		ok(0, "%s", err.msg);
+		return;
+	}
+	for (int i = 0; i < g.n; i++) {
+		const struct mt_param *p = &g.p[i];
+		if (p->split == MT_SPLIT_NONE)
+			whole += p->numel;
+		else
+			sharded += p->numel;
+		if (p->layer < 2 && (p->layer >= 0 || p->kind == MT_P_WORD_EMB || p->kind == MT_P_POS_EMB))
+			stage += p->split == MT_SPLIT_NONE ? p->numel : p->numel / 2;
+	}
+
+	est_args(&a, &c, 1, 1, 1);
+	if (!ok(mt_estimate(&a, &e, &err) == 0, "one rank: estimated"))
+		printf("#   %s\n", err.msg);
+	is_int(e.params_per_gpu, mt_config_num_params(&c), "one rank holds every parameter, the final norm included");
+	ok(e.act_layer == sbh * (34 + 5.0 * 8 * 32 / 64), "one rank: no parallelism's bytes per layer");
+	ok(e.activations == e.act_layer * 4, "times 4 layers and 1 micro-batch in flight");
+
+	est_args(&a, &c, 2, 1, 1);
+	if (!ok(mt_estimate(&a, &e, &err) == 0, "TP 2: estimated"))
+		printf("#   %s\n", err.msg);
+	is_int(e.params_per_gpu, sharded / 2 + whole, "TP 2: split weights halved, replicas whole");
+	ok(e.act_layer == sbh * (10 + 12 + 5.0 * 8 * 32 / (64 * 2)), "TP 2: tensor parallel's bytes per layer");
+	a.sequence_parallel = 1;
+	ok(mt_estimate(&a, &e, &err) == 0 && e.act_layer == sbh * (17 + 5.0 * 8 * 32 / (64 * 2)),
+	   "TP 2 + SP: tensor + sequence parallel's bytes per layer");
+	a.recompute = MT_RECOMPUTE_SELECTIVE;
+	ok(mt_estimate(&a, &e, &err) == 0 && e.act_layer == sbh * 17, "selective recompute: s b h 34/t");
+	a.recompute = MT_RECOMPUTE_FULL;
+	ok(mt_estimate(&a, &e, &err) == 0 && e.act_layer == sbh, "full recompute under SP: 2 s b h / t");
+	a.param_bytes = 4;
+	a.dtype = "fp32";
+	ok(mt_estimate(&a, &e, &err) == 0 && e.act_layer == 2 * sbh, "fp32 activations: twice the 16-bit bytes");
+
+	est_args(&a, &c, 2, 2, 1);
+	if (!ok(mt_estimate(&a, &e, &err) == 0, "TP 2 x PP 2: estimated"))
+		printf("#   %s\n", err.msg);
+	is_int(e.params_per_gpu, stage, "the first stage: the embeddings and its 2 layers, no final norm");
+	ok(e.act_layers == 2 && e.act_inflight == 2 && e.activations == e.act_layer * 2 * 2,
+	   "2 layers x 2 micro-batches in flight (1F1B)");
+
+	est_args(&a, &c, 4, 1, 1);
+	c.num_attention_heads = 6;
+	c.num_query_groups = 6;
+	c.kv_channels = 8;
+	ok(mt_estimate(&a, &e, &err) == -1 && err.code == MT_EXIT_USAGE, "6 heads at TP 4 are refused");
+	is_str(err.msg, "--num-attention-heads 6 is not divisible by --tensor-model-parallel-size 4", "naming the flags");
+	est_tiny(&c);
+	c.padded_vocab_size = 1001;
+	est_args(&a, &c, 2, 1, 1);
+	ok(mt_estimate(&a, &e, &err) == -1, "a vocabulary not padded for TP 2 is refused");
+	like(err.msg, "padded vocabulary 1001 is not divisible by --tensor-model-parallel-size 2", "naming the flag");
+	mt_params_free(&g);
 }
 
 static void test_dist_shards(void)
@@ -152,7 +366,10 @@ static void test_dist_zero_step(void)
 int main(void)
 {
 	test_dist_layout();
+	test_dist_groups();
 	test_dist_rampup();
+	test_dist_act_formulas();
+	test_dist_estimate_memory();
 	test_dist_shards();
 	test_dist_zero_step();
 	return tap_done();
