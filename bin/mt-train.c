@@ -11,6 +11,7 @@
 #include "train/estimate.h"
 #include "base/log.h"
 #include "text/tokenizer.h"
+#include "model/params.h"
 #include "train/train.h"
 #include "dataopts.h"
 #include "tool.h"
@@ -38,6 +39,7 @@ enum {
 	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
+	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT,
 	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP,
 	O_WARMUP_SAMPLES, O_DECAY_SAMPLES, O_BUCKET,
 };
@@ -97,8 +99,11 @@ static const struct mt_option opts[] = {
 	{ "loss-scale-window", 0, MT_ARG_REQUIRED, O_LOSS_WINDOW, "N", "fp16 dynamic scaling: good steps before doubling (default 1000)" },
 	{ "hysteresis", 0, MT_ARG_REQUIRED, O_HYSTERESIS, "N", "fp16 dynamic scaling: overflows before halving (default 2)" },
 	{ "deterministic", 0, MT_ARG_NONE, O_DETERMINISTIC, NULL, "bit-identical runs (the CUDA kernels always sum in a fixed order)" },
-	{ "recompute-granularity", 0, MT_ARG_REQUIRED, O_RECOMPUTE, "G", "selective (default) or full: recompute each layer in the backward pass" },
-	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "only 1 for now" },
+	{ "recompute-granularity", 0, MT_ARG_REQUIRED, O_RECOMPUTE, "G", "selective (attention's core) or full (each layer) in the backward pass" },
+	{ "recompute-activations", 0, MT_ARG_NONE, O_RECOMPUTE_ACT, NULL, "selective recomputation (Megatron's shorthand for --recompute-granularity selective)" },
+	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "split every layer over N ranks as Megatron does (cpu; default 1)" },
+	{ "sequence-parallel", 0, MT_ARG_NONE, O_SEQ_PARALLEL, NULL, "norms and residuals on 1/N of the sequence under tensor parallelism" },
+	{ "label-smoothing", 0, MT_ARG_REQUIRED, O_LABEL_SMOOTHING, "A", "cross-entropy label smoothing in [0, 1) (cpu; default 0)" },
 	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "only 1 for now" },
 	{ "use-distributed-optimizer", 0, MT_ARG_NONE, O_DIST_OPT, NULL, "shard the optimizer state over data-parallel ranks (ZeRO-1)" },
 	{ "ddp-bucket-size", 0, MT_ARG_REQUIRED, O_BUCKET, "N", "cuda: gradient elements reduced together, overlapped with the backward pass (default 10000000)" },
@@ -196,6 +201,8 @@ int main(int argc, char **argv)
 	struct mt_err e = { 0 };
 	struct sigaction sa;
 	long long vocab = 0, tp = 1, pp = 1, world = 0, gpn = 8, rampup[3] = { 0, 0, 0 };
+	enum mt_recompute recompute = MT_RECOMPUTE_NONE;
+	int recompute_act = 0;
 	int id, gqa = 0, dry = 0, device = -1;
 	double timeout = 600;
 	struct mt_dist dist;
@@ -325,13 +332,22 @@ int main(int argc, char **argv)
 		case O_DETERMINISTIC: a.backend.deterministic = 1; break;
 		case O_RECOMPUTE:
 			if (!strcmp(o.arg, "full"))
-				a.backend.recompute_full = 1;
-			else if (strcmp(o.arg, "selective"))
+				a.backend.recompute_full = 1, recompute = MT_RECOMPUTE_FULL;
+			else if (!strcmp(o.arg, "selective"))
+				a.backend.recompute_full = 0, recompute = MT_RECOMPUTE_SELECTIVE;
+			else
 				mt_die_usage(&o, "--recompute-granularity must be selective or full, not '%s'", o.arg);
 			break;
+		case O_RECOMPUTE_ACT: recompute_act = 1; break;
 		case O_TP: tp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_PP: pp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_DIST_OPT: a.distributed_optimizer = 1; break;
+		case O_SEQ_PARALLEL: a.sequence_parallel = 1; break;
+		case O_LABEL_SMOOTHING:
+			a.label_smoothing = mt_tool_real(&o);
+			if (!(a.label_smoothing >= 0 && a.label_smoothing < 1))
+				mt_die_usage(&o, "--label-smoothing must be in [0, 1), not '%s'", o.arg);
+			break;
 		case O_BUCKET: a.ddp_bucket_size = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_DIST_TIMEOUT: timeout = mt_tool_real(&o) * 60; break;
 		case O_DIST_TIMEOUT_S: timeout = mt_tool_real(&o); break;
@@ -406,18 +422,40 @@ int main(int argc, char **argv)
 		ea.param_bytes = a.backend.precision != MT_PREC_FP32 ? 2 : 4;
 		ea.dtype = a.backend.precision == MT_PREC_BF16 ? "bf16" : a.backend.precision == MT_PREC_FP16 ? "fp16" : "fp32";
 		ea.distributed_optimizer = a.distributed_optimizer;
+		ea.sequence_parallel = a.sequence_parallel && tp > 1;
+		/* Megatron: --recompute-activations sets the granularity to selective */
+		ea.recompute = recompute_act ? MT_RECOMPUTE_SELECTIVE : recompute;
 		if (mt_estimate(&ea, &est, &e))
 			mt_die_err(&e);
 		mt_estimate_print(stdout, &ea, &est);
 		return 0;
 	}
-	if (tp != 1 || pp != 1)
-		mt_die(MT_EXIT_USAGE, "--tensor-model-parallel-size %lld x --pipeline-model-parallel-size %lld: only 1 is "
-		       "supported yet (tensor and pipeline parallelism are not supported yet; --dry-run accepts them)", tp, pp);
+	if (pp != 1)
+		mt_die(MT_EXIT_USAGE, "--pipeline-model-parallel-size %lld: only 1 is supported yet (pipeline parallelism is "
+		       "not supported yet; --dry-run accepts it)", pp);
 	/* after --dry-run, which sizes GPU runs on machines without one */
 	if (device < 0)
 		device = mt_backend_cuda_usable();
 	a.device_cuda = device;
+	if (a.sequence_parallel && tp == 1) {
+		/* Megatron turns it off without tensor parallelism */
+		if (!o.quiet)
+			mt_info("--sequence-parallel has no effect with --tensor-model-parallel-size 1");
+		a.sequence_parallel = 0;
+	}
+	if (tp > 1) {
+		/* errors before work: the split table refuses what does not divide */
+		struct mt_params pt;
+		a.cfg.padded_vocab_size = mt_config_padded_vocab(a.cfg.vocab_size, a.cfg.make_vocab_size_divisible_by, (int)tp);
+		if (mt_params_build_tp(&pt, &a.cfg, (int)tp, 0, a.sequence_parallel, &e))
+			mt_die_err(&e);
+		mt_params_free(&pt);
+		if (device)
+			mt_die(MT_EXIT_USAGE, "--tensor-model-parallel-size %lld: tensor parallelism runs on the CPU backend so "
+			       "far (add --device cpu)", tp);
+	}
+	if (device && a.label_smoothing > 0)
+		mt_die(MT_EXIT_USAGE, "--label-smoothing: the CUDA backend does not smooth labels yet (add --device cpu)");
 	if (!device && a.backend.precision != MT_PREC_FP32)
 		mt_die_usage(&o, "--bf16 and --fp16 need --device cuda (the CPU backend computes in fp32)");
 	if (rampup[0] && (rampup[0] > a.global_batch_size || (a.global_batch_size - rampup[0]) % rampup[1]))

@@ -89,8 +89,11 @@ setup() {
 @test "flags: required ones, values Megatron allows that mt does not support yet, bad values" {
 	run -2 --separate-stderr mt-train "${TINY[@]}" --train-iters 5
 	[[ $stderr == *"--micro-batch-size is required"* ]]
-	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --tensor-model-parallel-size 2
+	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --pipeline-model-parallel-size 2
 	[[ $stderr == *"only 1 is supported yet"* ]]
+	# tensor parallelism needs as many ranks (tests/mt-train-tp.bats runs it)
+	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --tensor-model-parallel-size 2
+	[[ $stderr == *"world size 1 is not a multiple of tensor x pipeline parallel size 2 x 1"* ]]
 	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 3 --global-batch-size 8 --train-iters 5
 	[[ $stderr == *"multiple of --micro-batch-size"* ]]
 	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --normalization BatchNorm
@@ -135,7 +138,7 @@ tgt[[3, 17, 31]] = -1
 np.save("batch.npy", np.stack([tok, tgt]).astype(np.int32))'
 	gpt-step --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --vocab-size 50 \
 		--make-vocab-size-divisible-by 16 --seed 1234 --tokens batch.npy --output step "$@"
-	"$MT_ROOT/tests/reference/torch_gpt.py" --tokens batch.npy step
+	"$MT_ROOT/tests/reference/torch_gpt.py" --tokens batch.npy ${SMOOTH:+--label-smoothing $SMOOTH} step
 }
 
 @test "PyTorch reference: GPT-2 style (learned positions, LayerNorm, GELU, biases, tied output)" {
@@ -147,6 +150,13 @@ np.save("batch.npy", np.stack([tok, tgt]).astype(np.int32))'
 	need_torch
 	torch_check --position-embedding-type rope --normalization RMSNorm --swiglu --disable-bias-linear \
 		--untie-embeddings-and-output-weights --num-query-groups 2
+}
+
+@test "PyTorch reference: --label-smoothing 0.1 is Megatron's smoothed cross-entropy (loss, gradients, 10 steps)" {
+	need_torch
+	SMOOTH=0.1 torch_check --label-smoothing 0.1
+	# and the reference tells them apart: smoothing on mt's side only fails
+	run ! torch_check --label-smoothing 0.1
 }
 
 @test "--exit-duration-in-mins saves and stops once the time is spent; the run resumes from there" {

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/params.h"
+#include "model/tp.h"
 
 struct mt_backend;
 
@@ -92,6 +93,11 @@ struct mt_backend_opts {
 	struct mt_dist *dist;
 	int distributed_optimizer;
 	int64_t bucket_size;
+	/* tensor parallelism (model/tp.h; NULL: none): the table given to init is this
+	 * rank's shard (params.h); the passes call tp's split points, and grad_prepare takes
+	 * the norm over the group and agrees on non-finite gradients */
+	const struct mt_tp *tp;
+	double label_smoothing;         /* Megatron's --label-smoothing */
 };
 
 /* step_micro's backward: the step's last micro-batch */

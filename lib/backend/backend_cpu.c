@@ -41,9 +41,10 @@ static int cpu_init(struct mt_backend *b, const struct mt_config *c, const struc
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	s->c = c;
 	s->t = t;
+	s->acts.label_smoothing = b->opt.label_smoothing;
 	if (b->opt.inference) {
 		s->borrowed = 1;
-		if (mt_gpt_acts_alloc(&s->acts, c, micro_batch, c->seq_length, 0, err)) {
+		if (mt_gpt_acts_alloc_tp(&s->acts, c, b->opt.tp, micro_batch, c->seq_length, 0, err)) {
 			cpu_free(b);
 			return -1;
 		}
@@ -59,7 +60,7 @@ static int cpu_init(struct mt_backend *b, const struct mt_config *c, const struc
 		cpu_free(b);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)t->total);
 	}
-	if (mt_gpt_acts_alloc(&s->acts, c, micro_batch, c->seq_length, 0, err)) {
+	if (mt_gpt_acts_alloc_tp(&s->acts, c, b->opt.tp, micro_batch, c->seq_length, 0, err)) {
 		cpu_free(b);
 		return -1;
 	}
@@ -115,9 +116,9 @@ static double cpu_step_micro(struct mt_backend *b, const int32_t *tokens, const 
 	struct cpu *s = b->state;
 	double loss = mt_gpt_forward_f32(s->c, s->t, s->w, tokens, targets, &s->acts, NULL);
 
-	if (backward)
+	if (backward && !s->acts.failed)
 		mt_gpt_backward_f32(s->c, s->t, s->w, tokens, targets, &s->acts, s->g);
-	return loss;
+	return s->acts.failed ? NAN : loss;
 }
 
 static int cpu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
@@ -125,10 +126,30 @@ static int cpu_grad_prepare(struct mt_backend *b, float scale, double max_norm, 
 {
 	struct cpu *s = b->state;
 
-	(void)err;
+	const struct mt_tp *tp = b->opt.tp;
+
 	if (scale != 1.0f)
 		mt_grad_scale(s->t, s->g, scale);
 	*nonfinite = mt_grad_nonfinite(s->t, s->g);
+	if (mt_tp_on(tp)) {
+		/* every rank of the group decides alike: non-finite anywhere skips the step,
+		 * and the norm squared is summed over the group, each replica counted once */
+		double x[1] = { *nonfinite };
+		if (tp->allreduce_f64(tp->ctx, x, 1, 1))
+			return mt_err_set(err, MT_EXIT_IO, "tensor-parallel agreement on the gradient failed");
+		*nonfinite = x[0] != 0;
+		if (*nonfinite) {
+			*norm = 0;
+			return 0;
+		}
+		x[0] = mt_grad_sumsq(s->t, s->g);
+		if (tp->allreduce_f64(tp->ctx, x, 1, 0))
+			return mt_err_set(err, MT_EXIT_IO, "tensor-parallel gradient norm failed");
+		*norm = sqrt(x[0]);
+		if (max_norm > 0 && mt_grad_clip_coeff(*norm, max_norm) < 1.0)
+			mt_grad_scale(s->t, s->g, (float)mt_grad_clip_coeff(*norm, max_norm));
+		return 0;
+	}
 	if (*nonfinite) {
 		*norm = 0;
 		return 0;

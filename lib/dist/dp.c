@@ -134,6 +134,9 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 	}
 	if (mt_dist_allreduce_f64(p->d, &bad, 1, 1, "the finiteness check", step, err))
 		return -1;
+	if (mt_tp_on(p->tp) && p->tp->allreduce_f64(p->tp->ctx, &bad, 1, 1))
+		return mt_err_set(err, MT_EXIT_IO, "%s: the tensor-parallel finiteness check at step %lld failed",
+				  p->d->where, (long long)step);
 	*nonfinite = bad != 0;
 	*norm = 0;
 	if (*nonfinite)
@@ -142,8 +145,13 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 		p->psq[i] = mt_grad_sumsq_param(p->acc + (t->p[i].offset - p->lo), t->p[i].numel);
 	if (mt_dist_allgatherv_f64(p->d, p->psq, p->pcnt, p->pdsp, "the gradient norm", step, err))
 		return -1;
+	/* each replica once over the tensor-parallel group (params.h norm_skip) */
 	for (int i = 0; i < t->n; i++)
-		sum += p->psq[i];
+		if (!t->p[i].norm_skip)
+			sum += p->psq[i];
+	if (mt_tp_on(p->tp) && p->tp->allreduce_f64(p->tp->ctx, &sum, 1, 0))
+		return mt_err_set(err, MT_EXIT_IO, "%s: the tensor-parallel gradient norm at step %lld failed", p->d->where,
+				  (long long)step);
 	*norm = sqrt(sum);
 	if (max_norm > 0) {
 		double coeff = mt_grad_clip_coeff(*norm, max_norm);

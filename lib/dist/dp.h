@@ -25,6 +25,7 @@
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/params.h"
+#include "model/tp.h"
 
 struct mt_dp {
 	struct mt_dist *d;
@@ -39,6 +40,10 @@ struct mt_dp {
 	float *recv;            /* n pieces of it, one from each rank */
 	float *m, *v;           /* with zero: its AdamW moments */
 	double *psq;            /* per-parameter sums of squares */
+	/* tensor parallelism (NULL: none): d is then the data-parallel group of this
+	 * tensor-parallel rank, t its shard's table, and ZeRO-1's norm and finiteness check
+	 * are completed over tp (the caller sets it after mt_dp_init) */
+	const struct mt_tp *tp;
 };
 
 int mt_dp_init(struct mt_dp *p, struct mt_dist *d, const struct mt_params *t, int zero, struct mt_err *err);

@@ -9,7 +9,7 @@
 
 /* activation views: what the forward pass keeps for the backward pass */
 enum { A_RESID, A_LN1, A_LN1S, A_QKV, A_ATT, A_ATTY, A_MID, A_LN2, A_LN2S, A_FC1, A_ACT, A_LNF, A_LNFS,
-       A_LOGITS, A_NVIEWS };
+       A_LOGITS, A_FULL, A_PART, A_NVIEWS };
 
 #define REAL float
 #define GEMM cblas_sgemm
@@ -30,18 +30,33 @@ enum { A_RESID, A_LN1, A_LN1S, A_QKV, A_ATT, A_ATTY, A_MID, A_LN2, A_LN2S, A_FC1
 int mt_gpt_acts_alloc(struct mt_gpt_acts *a, const struct mt_config *c, int B, int T, int fp64,
 		      struct mt_err *err)
 {
-	struct dims_f32 d = dims_of_f32(c, B, T);
+	memset(a, 0, sizeof(*a));
+	return mt_gpt_acts_alloc_tp(a, c, NULL, B, T, fp64, err);
+}
+
+int mt_gpt_acts_alloc_tp(struct mt_gpt_acts *a, const struct mt_config *c, const struct mt_tp *tp, int B, int T,
+			 int fp64, struct mt_err *err)
+{
+	/* the residual stream's rows: all, or this rank's with sequence parallelism; the
+	 * gathered and partial-sum rows of the split points with tensor parallelism */
+	struct dims_f32 d = dims_of_f32(c, tp, B, T);
 	size_t es = fp64 ? sizeof(double) : sizeof(float);
+	int64_t R = d.Nr, S = d.t > 1 ? d.N * d.h : 0;
 	int64_t n[A_NVIEWS] = {
-		[A_RESID] = (d.L + 1) * d.N * d.h, [A_LN1] = d.L * d.N * d.h, [A_LN1S] = d.L * d.N * 2,
+		[A_RESID] = (d.L + 1) * R * d.h, [A_LN1] = d.L * R * d.h, [A_LN1S] = d.L * R * 2,
 		[A_QKV] = d.L * d.N * d.qkv, [A_ATT] = d.L * d.B * d.np * d.T * d.T, [A_ATTY] = d.L * d.N * d.q,
-		[A_MID] = d.L * d.N * d.h, [A_LN2] = d.L * d.N * d.h, [A_LN2S] = d.L * d.N * 2,
-		[A_FC1] = d.L * d.N * d.fc1, [A_ACT] = d.L * d.N * d.f, [A_LNF] = d.N * d.h, [A_LNFS] = d.N * 2,
-		[A_LOGITS] = d.N * d.V,
+		[A_MID] = d.L * R * d.h, [A_LN2] = d.L * R * d.h, [A_LN2S] = d.L * R * 2,
+		[A_FC1] = d.L * d.N * d.fc1, [A_ACT] = d.L * d.N * d.f, [A_LNF] = R * d.h, [A_LNFS] = R * 2,
+		[A_LOGITS] = d.N * d.V, [A_FULL] = S, [A_PART] = S,
 	};
 	size_t total = 0;
+	double ls = a->label_smoothing;
 
+	if (fp64 && d.t > 1)
+		return mt_err_set(err, MT_EXIT_USAGE, "the fp64 passes run on one rank only");
 	memset(a, 0, sizeof(*a));
+	a->tp = tp;
+	a->label_smoothing = ls;
 	for (int i = 0; i < A_NVIEWS; i++)
 		total += (size_t)n[i] * es;
 	a->mem = malloc(total);

@@ -7,7 +7,15 @@
  * attention, and an output layer tied to the word embeddings or not. The loss is the
  * mean cross-entropy over the targets that are not -1 (Megatron's loss mask), over the
  * padded vocabulary as Megatron computes it. Matmuls go to OpenBLAS. Parameters and
- * gradients are flat buffers laid out by params.h. */
+ * gradients are flat buffers laid out by params.h.
+ *
+ * With tensor parallelism (acts.tp, tp.h) the same passes run on one rank's shard of
+ * every split parameter (params.h): column-parallel QKV and fc1 with the input whole,
+ * row-parallel projection and fc2 whose partial sums are reduced before the bias, the
+ * vocabulary-parallel embedding and output layer, and the cross-entropy over the split
+ * vocabulary; with sequence parallelism the norms and residuals run on 1/t of the rows,
+ * gathered before the column-parallel layers and reduce-scattered after the
+ * row-parallel ones. This file names those points; tp's operations move the data. */
 #ifndef MT_GPT_H
 #define MT_GPT_H
 
@@ -17,10 +25,15 @@
 #include "model/config.h"
 #include "base/err.h"
 #include "model/params.h"
+#include "model/tp.h"
 
 /* Activations kept for the backward pass, for one precision. */
 struct mt_gpt_acts {
 	int B, T;
+	const struct mt_tp *tp;     /* tensor parallelism (tp.h); NULL: one rank */
+	double label_smoothing;     /* Megatron's --label-smoothing (0: none) */
+	int failed;                 /* a split point's collective failed in the last pass:
+				     * its loss is NaN and its gradient unusable */
 	size_t bytes;
 	void *mem;          /* one allocation */
 	void *p[32];        /* views into it (gpt_impl.h names them) */
@@ -28,6 +41,10 @@ struct mt_gpt_acts {
 
 int mt_gpt_acts_alloc(struct mt_gpt_acts *a, const struct mt_config *c, int B, int T, int fp64,
 		      struct mt_err *err);
+/* The same for rank tp->rank of a tensor-parallel group (tp NULL: one rank; kept in
+ * a->tp for the passes); label_smoothing, set before the call, is kept. */
+int mt_gpt_acts_alloc_tp(struct mt_gpt_acts *a, const struct mt_config *c, const struct mt_tp *tp, int B, int T,
+			 int fp64, struct mt_err *err);
 void mt_gpt_acts_free(struct mt_gpt_acts *a);
 
 /* Forward: returns the mean loss over the counted targets (*ntargets of them). */

@@ -4,27 +4,67 @@
 
 struct SFX(dims) {
 	int64_t B, T, N, L, h, np, ng, hd, q, kv, qkv, f, fc1, V;
+	/* tensor parallelism (t 1 without): this rank's heads, groups, ffn columns and
+	 * vocabulary rows above; Vg the padded vocabulary, v0 the first of this rank's rows;
+	 * the residual stream's rows: all N, or with sequence parallelism Nr = N / t from r0 */
+	int64_t t, rank, sp, Nr, r0, Vg, v0;
 };
 
-static struct SFX(dims) SFX(dims_of)(const struct mt_config *c, int B, int T)
+static struct SFX(dims) SFX(dims_of)(const struct mt_config *c, const struct mt_tp *tp, int B, int T)
 {
 	struct SFX(dims) d;
+	int64_t t = mt_tp_on(tp) ? tp->size : 1;
 
 	d.B = B;
 	d.T = T;
 	d.N = (int64_t)B * T;
 	d.L = c->num_layers;
 	d.h = c->hidden_size;
-	d.np = c->num_attention_heads;
-	d.ng = c->num_query_groups;
+	d.np = c->num_attention_heads / t;
+	d.ng = c->num_query_groups / t;
 	d.hd = c->kv_channels;
 	d.q = d.np * d.hd;
 	d.kv = d.ng * d.hd;
 	d.qkv = d.q + 2 * d.kv;
-	d.f = c->ffn_hidden_size;
+	d.f = c->ffn_hidden_size / t;
 	d.fc1 = c->swiglu ? 2 * d.f : d.f;
-	d.V = c->padded_vocab_size;
+	d.Vg = c->padded_vocab_size;
+	d.V = d.Vg / t;
+	d.t = t;
+	d.rank = t > 1 ? tp->rank : 0;
+	d.v0 = d.rank * d.V;
+	d.sp = t > 1 && tp->sequence_parallel;
+	d.Nr = d.sp ? d.N / t : d.N;
+	d.r0 = d.sp ? d.rank * d.Nr : 0;
 	return d;
+}
+
+/* The split points (tp.h). The fp64 instantiation (gradient checks) runs on one rank
+ * only, so the casts to float are never taken there. Each returns 0 or -1. */
+
+/* partial sums [N][w] of every rank: out gets the rows this rank keeps, [Nr][w] (an
+ * all-reduce, or with sequence parallelism a reduce-scatter); out may be part */
+static int SFX(tp_reduce)(const struct SFX(dims) *d, const struct mt_tp *tp, REAL *out, REAL *part, int64_t w)
+{
+	if (d->sp)
+		return tp->reduce_scatter(tp->ctx, (float *)(void *)out, (const float *)(void *)part, d->Nr * w);
+	if (tp->allreduce(tp->ctx, (float *)(void *)part, d->N * w))
+		return -1;
+	if (out != part)
+		memcpy(out, part, (size_t)(d->N * w) * sizeof(REAL));
+	return 0;
+}
+
+/* this rank's rows [Nr][w] as all N rows: gathered into full with sequence
+ * parallelism, the rows themselves without */
+static const REAL *SFX(tp_gather)(const struct SFX(dims) *d, const struct mt_tp *tp, REAL *full, const REAL *rows,
+				  int64_t w, int *bad)
+{
+	if (!d->sp)
+		return rows;
+	if (tp->allgather(tp->ctx, (float *)(void *)full, (const float *)(void *)rows, d->Nr * w))
+		*bad = 1;
+	return full;
 }
 
 #define V_(a, i) ((REAL *)(a)->p[i])
@@ -273,146 +313,432 @@ static void SFX(activation_back)(REAL *din, const REAL *dout, const REAL *in, co
 		}
 }
 
+/* Cross-entropy over the vocabulary split across tensor-parallel ranks (Megatron's
+ * vocab-parallel cross-entropy: row maxima and sums of exponentials all-reduced, no rank
+ * holding all logits), with label smoothing eps over the padded vocabulary K: the loss
+ * is (1 - s) (-log p_target) - s mean_v log p_v with s = eps K / (K - 1). On one rank
+ * without smoothing the forward pass keeps its original loop (below). The probabilities
+ * replace the logits in place, for the backward pass; loss[n] gets each row's loss. */
+static int SFX(vocab_xent)(const struct SFX(dims) *d, const struct mt_tp *tp, REAL *logits, const int32_t *targets,
+			   double eps, double *loss)
+{
+	int tpon = d->t > 1;
+	double *mx = malloc((size_t)d->N * 3 * sizeof(double)), *sum = mx + d->N, *slog = sum + d->N;
+	double K = (double)d->Vg, sm = eps > 0 ? eps * K / (K - 1) : 0;
+	int rc = 0;
+
+	if (!mx)
+		return -1;
+	#pragma omp parallel for
+	for (int64_t n = 0; n < d->N; n++) {
+		const REAL *z = logits + n * d->V;
+		double m = -1e300;
+		for (int64_t v = 0; v < d->V; v++)
+			if (z[v] > m)
+				m = z[v];
+		mx[n] = m;
+	}
+	if (tpon && tp->allreduce_f64(tp->ctx, mx, d->N, 1))
+		rc = -1;
+	#pragma omp parallel for
+	for (int64_t n = 0; n < d->N; n++) {
+		REAL *z = logits + n * d->V;
+		double s = 0;
+		for (int64_t v = 0; v < d->V; v++) {
+			double e = exp((double)z[v] - mx[n]);
+			z[v] = (REAL)e;
+			s += e;
+		}
+		sum[n] = s;
+	}
+	if (rc == 0 && tpon && tp->allreduce_f64(tp->ctx, sum, d->N, 0))
+		rc = -1;
+	#pragma omp parallel for
+	for (int64_t n = 0; n < d->N; n++) {
+		REAL *z = logits + n * d->V;
+		int64_t y = (int64_t)targets[n] - d->v0;
+		double sl = 0;
+		for (int64_t v = 0; v < d->V; v++) {
+			z[v] = (REAL)(z[v] / sum[n]);
+			if (sm > 0)
+				sl += log(z[v] > 1e-300 ? (double)z[v] : 1e-300);
+		}
+		/* the target's owner gives -log p; the others 0, so the sum is exact */
+		loss[n] = targets[n] >= 0 && y >= 0 && y < d->V ? -log(z[y] > 1e-300 ? (double)z[y] : 1e-300) : 0;
+		slog[n] = sl;
+	}
+	if (rc == 0 && tpon && tp->allreduce_f64(tp->ctx, loss, d->N, 0))
+		rc = -1;
+	if (rc == 0 && tpon && sm > 0 && tp->allreduce_f64(tp->ctx, slog, d->N, 0))
+		rc = -1;
+	if (sm > 0)
+		for (int64_t n = 0; n < d->N; n++)
+			loss[n] = (1 - sm) * loss[n] - sm * slog[n] / K;
+	free(mx);
+	return rc;
+}
+
 double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
 			   const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, int64_t *ntargets)
 {
-	struct SFX(dims) d = SFX(dims_of)(c, a->B, a->T);
-	int rms = c->normalization == MT_NORM_RMSNORM;
+	const struct mt_tp *tp = a->tp;
+	struct SFX(dims) d = SFX(dims_of)(c, tp, a->B, a->T);
+	int rms = c->normalization == MT_NORM_RMSNORM, tpon = d.t > 1, bad = 0;
 	const REAL *wte = SFX(param)(t, w, -1, MT_P_WORD_EMB), *wpe = SFX(param)(t, w, -1, MT_P_POS_EMB);
 	const REAL *wout = c->untie_embeddings_and_output_weights ? SFX(param)(t, w, -1, MT_P_OUTPUT) : wte;
 	REAL *x = V_(a, A_RESID), *logits = V_(a, A_LOGITS);
+	REAL *full = tpon ? V_(a, A_FULL) : NULL, *part = tpon ? V_(a, A_PART) : NULL;
 	double loss = 0;
-	int64_t count = 0;
+	int64_t count = 0, Nr = d.Nr;
 
-	/* embeddings into resid[0] */
-	for (int64_t n = 0; n < d.N; n++)
-		for (int64_t i = 0; i < d.h; i++)
-			x[n * d.h + i] = wte[(int64_t)tokens[n] * d.h + i] + (wpe ? wpe[(n % d.T) * d.h + i] : 0);
+	a->failed = 0;
+	if (tpon && sizeof(REAL) != sizeof(float)) {
+		a->failed = 1;
+		return NAN;
+	}
+	/* embeddings into resid[0]: with tensor parallelism each rank looks up the ids of
+	 * its vocabulary rows (zeros for the others) and the partial rows are summed */
+	if (!tpon) {
+		for (int64_t n = 0; n < d.N; n++)
+			for (int64_t i = 0; i < d.h; i++)
+				x[n * d.h + i] = wte[(int64_t)tokens[n] * d.h + i] + (wpe ? wpe[(n % d.T) * d.h + i] : 0);
+	} else {
+		for (int64_t n = 0; n < d.N; n++) {
+			int64_t id = (int64_t)tokens[n] - d.v0;
+			for (int64_t i = 0; i < d.h; i++)
+				part[n * d.h + i] = id >= 0 && id < d.V ? wte[id * d.h + i] : 0;
+		}
+		if (SFX(tp_reduce)(&d, tp, x, part, d.h))
+			goto fail;
+		if (wpe)
+			for (int64_t n = 0; n < Nr; n++)
+				for (int64_t i = 0; i < d.h; i++)
+					x[n * d.h + i] += wpe[((d.r0 + n) % d.T) * d.h + i];
+	}
 	for (int64_t l = 0; l < d.L; l++) {
-		REAL *xin = V_(a, A_RESID) + l * d.N * d.h, *xout = xin + d.N * d.h;
-		REAL *ln1 = V_(a, A_LN1) + l * d.N * d.h, *ln1s = V_(a, A_LN1S) + l * d.N * 2;
+		REAL *xin = V_(a, A_RESID) + l * Nr * d.h, *xout = xin + Nr * d.h;
+		REAL *ln1 = V_(a, A_LN1) + l * Nr * d.h, *ln1s = V_(a, A_LN1S) + l * Nr * 2;
 		REAL *qkv = V_(a, A_QKV) + l * d.N * d.qkv, *att = V_(a, A_ATT) + l * d.B * d.np * d.T * d.T;
-		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * d.N * d.h;
-		REAL *ln2 = V_(a, A_LN2) + l * d.N * d.h, *ln2s = V_(a, A_LN2S) + l * d.N * 2;
+		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * Nr * d.h;
+		REAL *ln2 = V_(a, A_LN2) + l * Nr * d.h, *ln2s = V_(a, A_LN2S) + l * Nr * 2;
 		REAL *fc1 = V_(a, A_FC1) + l * d.N * d.fc1, *act = V_(a, A_ACT) + l * d.N * d.f;
+		const REAL *in;
 
-		SFX(norm)(ln1, ln1s, xin, SFX(param)(t, w, (int)l, MT_P_LN1_W), SFX(param)(t, w, (int)l, MT_P_LN1_B), d.N, d.h,
+		SFX(norm)(ln1, ln1s, xin, SFX(param)(t, w, (int)l, MT_P_LN1_W), SFX(param)(t, w, (int)l, MT_P_LN1_B), Nr, d.h,
 			  rms, c->norm_epsilon);
-		SFX(linear)(qkv, ln1, SFX(param)(t, w, (int)l, MT_P_QKV_W), SFX(param)(t, w, (int)l, MT_P_QKV_B), d.N, d.h, d.qkv);
+		/* column-parallel QKV: the input whole on every rank (gathered with SP) */
+		in = tpon ? SFX(tp_gather)(&d, tp, full, ln1, d.h, &bad) : ln1;
+		if (bad)
+			goto fail;
+		SFX(linear)(qkv, in, SFX(param)(t, w, (int)l, MT_P_QKV_W), SFX(param)(t, w, (int)l, MT_P_QKV_B), d.N, d.h, d.qkv);
 		if (c->position_embedding_type == MT_POS_ROPE)
 			SFX(rope)(qkv, &d, c->rotary_base, 0);
 		SFX(attention)(atty, att, qkv, &d);
-		SFX(linear)(mid, atty, SFX(param)(t, w, (int)l, MT_P_PROJ_W), SFX(param)(t, w, (int)l, MT_P_PROJ_B), d.N, d.q, d.h);
-		for (int64_t k = 0; k < d.N * d.h; k++)
+		if (!tpon) {
+			SFX(linear)(mid, atty, SFX(param)(t, w, (int)l, MT_P_PROJ_W), SFX(param)(t, w, (int)l, MT_P_PROJ_B), d.N, d.q, d.h);
+		} else {
+			/* row-parallel projection: partial products summed, the bias added once */
+			const REAL *bp = SFX(param)(t, w, (int)l, MT_P_PROJ_B);
+			SFX(linear)(part, atty, SFX(param)(t, w, (int)l, MT_P_PROJ_W), NULL, d.N, d.q, d.h);
+			if (SFX(tp_reduce)(&d, tp, mid, part, d.h))
+				goto fail;
+			if (bp)
+				for (int64_t n = 0; n < Nr; n++)
+					for (int64_t i = 0; i < d.h; i++)
+						mid[n * d.h + i] += bp[i];
+		}
+		for (int64_t k = 0; k < Nr * d.h; k++)
 			mid[k] += xin[k];
-		SFX(norm)(ln2, ln2s, mid, SFX(param)(t, w, (int)l, MT_P_LN2_W), SFX(param)(t, w, (int)l, MT_P_LN2_B), d.N, d.h,
+		SFX(norm)(ln2, ln2s, mid, SFX(param)(t, w, (int)l, MT_P_LN2_W), SFX(param)(t, w, (int)l, MT_P_LN2_B), Nr, d.h,
 			  rms, c->norm_epsilon);
-		SFX(linear)(fc1, ln2, SFX(param)(t, w, (int)l, MT_P_FC1_W), SFX(param)(t, w, (int)l, MT_P_FC1_B), d.N, d.h, d.fc1);
+		in = tpon ? SFX(tp_gather)(&d, tp, full, ln2, d.h, &bad) : ln2;
+		if (bad)
+			goto fail;
+		SFX(linear)(fc1, in, SFX(param)(t, w, (int)l, MT_P_FC1_W), SFX(param)(t, w, (int)l, MT_P_FC1_B), d.N, d.h, d.fc1);
 		SFX(activation)(act, fc1, &d, c->swiglu);
-		SFX(linear)(xout, act, SFX(param)(t, w, (int)l, MT_P_FC2_W), SFX(param)(t, w, (int)l, MT_P_FC2_B), d.N, d.f, d.h);
-		for (int64_t k = 0; k < d.N * d.h; k++)
+		if (!tpon) {
+			SFX(linear)(xout, act, SFX(param)(t, w, (int)l, MT_P_FC2_W), SFX(param)(t, w, (int)l, MT_P_FC2_B), d.N, d.f, d.h);
+		} else {
+			const REAL *bp = SFX(param)(t, w, (int)l, MT_P_FC2_B);
+			SFX(linear)(part, act, SFX(param)(t, w, (int)l, MT_P_FC2_W), NULL, d.N, d.f, d.h);
+			if (SFX(tp_reduce)(&d, tp, xout, part, d.h))
+				goto fail;
+			if (bp)
+				for (int64_t n = 0; n < Nr; n++)
+					for (int64_t i = 0; i < d.h; i++)
+						xout[n * d.h + i] += bp[i];
+		}
+		for (int64_t k = 0; k < Nr * d.h; k++)
 			xout[k] += mid[k];
 	}
-	SFX(norm)(V_(a, A_LNF), V_(a, A_LNFS), V_(a, A_RESID) + d.L * d.N * d.h, SFX(param)(t, w, -1, MT_P_FINAL_W),
-		  SFX(param)(t, w, -1, MT_P_FINAL_B), d.N, d.h, rms, c->norm_epsilon);
-	SFX(linear)(logits, V_(a, A_LNF), wout, NULL, d.N, d.h, d.V);
-	/* softmax in place; cross-entropy of the counted targets (summed in row order) */
-	#pragma omp parallel for
-	for (int64_t n = 0; n < d.N; n++) {
-		REAL *z = logits + n * d.V;
-		double mx = -1e300, sum = 0;
-		for (int64_t v = 0; v < d.V; v++)
-			if (z[v] > mx)
-				mx = z[v];
-		for (int64_t v = 0; v < d.V; v++) {
-			double e = exp((double)z[v] - mx);
-			z[v] = (REAL)e;
-			sum += e;
-		}
-		for (int64_t v = 0; v < d.V; v++)
-			z[v] = (REAL)(z[v] / sum);
+	SFX(norm)(V_(a, A_LNF), V_(a, A_LNFS), V_(a, A_RESID) + d.L * Nr * d.h, SFX(param)(t, w, -1, MT_P_FINAL_W),
+		  SFX(param)(t, w, -1, MT_P_FINAL_B), Nr, d.h, rms, c->norm_epsilon);
+	{
+		/* the output layer: this rank's vocabulary rows of the logits */
+		const REAL *in = tpon ? SFX(tp_gather)(&d, tp, full, V_(a, A_LNF), d.h, &bad) : V_(a, A_LNF);
+		if (bad)
+			goto fail;
+		SFX(linear)(logits, in, wout, NULL, d.N, d.h, d.V);
 	}
-	for (int64_t n = 0; n < d.N; n++)
-		if (targets[n] >= 0) {
-			double pt = logits[n * d.V + targets[n]];
-			loss += -log(pt > 1e-300 ? pt : 1e-300);
-			count++;
+	if (tpon || a->label_smoothing > 0) {
+		double *rl = malloc((size_t)d.N * sizeof(double));
+		if (!rl || SFX(vocab_xent)(&d, tp, logits, targets, a->label_smoothing, rl)) {
+			free(rl);
+			goto fail;
 		}
+		for (int64_t n = 0; n < d.N; n++)
+			if (targets[n] >= 0) {
+				loss += rl[n];
+				count++;
+			}
+		free(rl);
+	} else {
+		/* softmax in place; cross-entropy of the counted targets (summed in row order) */
+		#pragma omp parallel for
+		for (int64_t n = 0; n < d.N; n++) {
+			REAL *z = logits + n * d.V;
+			double mx = -1e300, sum = 0;
+			for (int64_t v = 0; v < d.V; v++)
+				if (z[v] > mx)
+					mx = z[v];
+			for (int64_t v = 0; v < d.V; v++) {
+				double e = exp((double)z[v] - mx);
+				z[v] = (REAL)e;
+				sum += e;
+			}
+			for (int64_t v = 0; v < d.V; v++)
+				z[v] = (REAL)(z[v] / sum);
+		}
+		for (int64_t n = 0; n < d.N; n++)
+			if (targets[n] >= 0) {
+				double pt = logits[n * d.V + targets[n]];
+				loss += -log(pt > 1e-300 ? pt : 1e-300);
+				count++;
+			}
+	}
 	if (ntargets)
 		*ntargets = count;
 	return count ? loss / (double)count : 0;
+fail:
+	a->failed = 1;
+	return NAN;
+}
+
+/* Sequence parallelism leaves the gradients of replicated parameters partial on each
+ * rank (params.h tp_grad_reduce): this micro-batch's share is summed over the group.
+ * keep saves what earlier micro-batches accumulated, so only the new share is summed. */
+static int SFX(tp_grad_begin)(const struct mt_params *t, REAL *g, REAL **keep)
+{
+	int64_t n = 0, k = 0;
+
+	for (int i = 0; i < t->n; i++)
+		n += t->p[i].tp_grad_reduce ? t->p[i].numel : 0;
+	*keep = NULL;
+	if (!n)
+		return 0;
+	if (!(*keep = malloc((size_t)n * sizeof(REAL))))
+		return -1;
+	for (int i = 0; i < t->n; i++)
+		if (t->p[i].tp_grad_reduce) {
+			memcpy(*keep + k, g + t->p[i].offset, (size_t)t->p[i].numel * sizeof(REAL));
+			memset(g + t->p[i].offset, 0, (size_t)t->p[i].numel * sizeof(REAL));
+			k += t->p[i].numel;
+		}
+	return 0;
+}
+
+static int SFX(tp_grad_end)(const struct mt_params *t, const struct mt_tp *tp, REAL *g, REAL *keep)
+{
+	int64_t k = 0;
+	int rc = 0;
+
+	if (!keep)
+		return 0;
+	for (int i = 0; i < t->n && rc == 0; i++) {
+		const struct mt_param *p = &t->p[i];
+		if (!p->tp_grad_reduce)
+			continue;
+		rc = tp->allreduce(tp->ctx, (float *)(void *)(g + p->offset), p->numel);
+		for (int64_t e = 0; e < p->numel; e++)
+			g[p->offset + e] += keep[k + e];
+		k += p->numel;
+	}
+	free(keep);
+	return rc;
+}
+
+/* db += the column sums of rows [n][w] */
+static void SFX(bias_back)(REAL *db, const REAL *rows, int64_t n, int64_t w)
+{
+	if (db)
+		for (int64_t r = 0; r < n; r++)
+			for (int64_t o = 0; o < w; o++)
+				db[o] += rows[r * w + o];
 }
 
 void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
 			  const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, REAL *g)
 {
-	struct SFX(dims) d = SFX(dims_of)(c, a->B, a->T);
-	int rms = c->normalization == MT_NORM_RMSNORM;
+	const struct mt_tp *tp = a->tp;
+	struct SFX(dims) d = SFX(dims_of)(c, tp, a->B, a->T);
+	int rms = c->normalization == MT_NORM_RMSNORM, tpon = d.t > 1, bad = 0;
 	int untied = c->untie_embeddings_and_output_weights;
 	const REAL *wte = SFX(param)(t, w, -1, MT_P_WORD_EMB);
 	const REAL *wout = untied ? SFX(param)(t, w, -1, MT_P_OUTPUT) : wte;
 	REAL *gwte = SFX(grad)(t, g, -1, MT_P_WORD_EMB), *gwpe = SFX(grad)(t, g, -1, MT_P_POS_EMB);
 	REAL *gwout = untied ? SFX(grad)(t, g, -1, MT_P_OUTPUT) : gwte;
-	REAL *probs = V_(a, A_LOGITS);
-	int64_t count = 0, big = d.N * (d.h > d.qkv ? (d.h > d.fc1 ? d.h : d.fc1) : (d.qkv > d.fc1 ? d.qkv : d.fc1));
+	REAL *probs = V_(a, A_LOGITS), *full = tpon ? V_(a, A_FULL) : NULL, *part = tpon ? V_(a, A_PART) : NULL;
+	REAL *keep = NULL;
+	int64_t count = 0, Nr = d.Nr, big = d.N * (d.h > d.qkv ? (d.h > d.fc1 ? d.h : d.fc1) : (d.qkv > d.fc1 ? d.qkv : d.fc1));
 	REAL *dx = calloc((size_t)(d.N * d.h), sizeof(REAL)), *dmid = calloc((size_t)(d.N * d.h), sizeof(REAL));
 	REAL *dbuf = calloc((size_t)big, sizeof(REAL)), *dbuf2 = calloc((size_t)(d.N * (d.q > d.f ? d.q : d.f)), sizeof(REAL));
 	REAL *dln = calloc((size_t)(d.N * d.h), sizeof(REAL));
+	double sm = a->label_smoothing > 0 ? a->label_smoothing * (double)d.Vg / (double)(d.Vg - 1) : 0;
 
+	if (!dx || !dmid || !dbuf || !dbuf2 || !dln || (tpon && SFX(tp_grad_begin)(t, g, &keep)))
+		goto fail;
 	for (int64_t n = 0; n < d.N; n++)
 		count += targets[n] >= 0;
-	/* dlogits = (p - onehot) / count, in place; masked rows 0 */
+	/* dlogits = (p - onehot) / count, in place; masked rows 0; with label smoothing
+	 * p - (1 - s) onehot - s / K; the onehot only on the rank holding the target */
 	#pragma omp parallel for
 	for (int64_t n = 0; n < d.N; n++) {
 		REAL *z = probs + n * d.V;
+		int64_t y = (int64_t)targets[n] - d.v0;
 		if (targets[n] < 0) {
 			memset(z, 0, (size_t)d.V * sizeof(REAL));
 			continue;
 		}
-		z[targets[n]] -= 1;
+		if (sm > 0) {
+			REAL u = (REAL)(sm / (double)d.Vg);
+			for (int64_t v = 0; v < d.V; v++)
+				z[v] -= u;
+			if (y >= 0 && y < d.V)
+				z[y] -= (REAL)(1 - sm);
+		} else if (y >= 0 && y < d.V) {
+			z[y] -= 1;
+		}
 		for (int64_t v = 0; v < d.V; v++)
 			z[v] /= (REAL)count;
 	}
-	SFX(linear_back)(dln, 0, gwout, NULL, probs, V_(a, A_LNF), wout, d.N, d.h, d.V);
+	if (!tpon) {
+		SFX(linear_back)(dln, 0, gwout, NULL, probs, V_(a, A_LNF), wout, d.N, d.h, d.V);
+	} else {
+		const REAL *in = SFX(tp_gather)(&d, tp, full, V_(a, A_LNF), d.h, &bad);
+		if (bad)
+			goto fail;
+		SFX(linear_back)(part, 0, gwout, NULL, probs, in, wout, d.N, d.h, d.V);
+		if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
+			goto fail;
+	}
 	SFX(norm_back)(dx, SFX(grad)(t, g, -1, MT_P_FINAL_W), SFX(grad)(t, g, -1, MT_P_FINAL_B), dln,
-		       V_(a, A_RESID) + d.L * d.N * d.h, V_(a, A_LNFS), SFX(param)(t, w, -1, MT_P_FINAL_W), d.N, d.h, rms);
+		       V_(a, A_RESID) + d.L * Nr * d.h, V_(a, A_LNFS), SFX(param)(t, w, -1, MT_P_FINAL_W), Nr, d.h, rms);
 	for (int64_t l = d.L - 1; l >= 0; l--) {
 		int li = (int)l;
-		REAL *xin = V_(a, A_RESID) + l * d.N * d.h;
-		REAL *ln1 = V_(a, A_LN1) + l * d.N * d.h, *ln1s = V_(a, A_LN1S) + l * d.N * 2;
+		REAL *xin = V_(a, A_RESID) + l * Nr * d.h;
+		REAL *ln1 = V_(a, A_LN1) + l * Nr * d.h, *ln1s = V_(a, A_LN1S) + l * Nr * 2;
 		REAL *qkv = V_(a, A_QKV) + l * d.N * d.qkv, *att = V_(a, A_ATT) + l * d.B * d.np * d.T * d.T;
-		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * d.N * d.h;
-		REAL *ln2 = V_(a, A_LN2) + l * d.N * d.h, *ln2s = V_(a, A_LN2S) + l * d.N * 2;
+		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * Nr * d.h;
+		REAL *ln2 = V_(a, A_LN2) + l * Nr * d.h, *ln2s = V_(a, A_LN2S) + l * Nr * 2;
 		REAL *fc1 = V_(a, A_FC1) + l * d.N * d.fc1, *act = V_(a, A_ACT) + l * d.N * d.f;
+		const REAL *dfull, *in;
 
 		/* MLP branch: dx flows to mid directly and through fc2, act, fc1, norm2 */
-		memcpy(dmid, dx, (size_t)(d.N * d.h) * sizeof(REAL));
-		SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_FC2_W), SFX(grad)(t, g, li, MT_P_FC2_B), dx, act,
-				 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
+		memcpy(dmid, dx, (size_t)(Nr * d.h) * sizeof(REAL));
+		if (!tpon) {
+			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_FC2_W), SFX(grad)(t, g, li, MT_P_FC2_B), dx, act,
+					 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
+		} else {
+			/* row-parallel fc2: the output gradient whole (gathered with SP); its
+			 * bias from this rank's rows (summed over the group with SP) */
+			dfull = SFX(tp_gather)(&d, tp, full, dx, d.h, &bad);
+			if (bad)
+				goto fail;
+			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_FC2_W), NULL, dfull, act,
+					 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
+			SFX(bias_back)(SFX(grad)(t, g, li, MT_P_FC2_B), dx, Nr, d.h);
+		}
 		SFX(activation_back)(dbuf, dbuf2, fc1, &d, c->swiglu);
-		SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_FC1_W), SFX(grad)(t, g, li, MT_P_FC1_B), dbuf, ln2,
-				 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
+		if (!tpon) {
+			SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_FC1_W), SFX(grad)(t, g, li, MT_P_FC1_B), dbuf, ln2,
+					 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
+		} else {
+			/* column-parallel fc1: the input gradient's partial sums reduced */
+			in = SFX(tp_gather)(&d, tp, full, ln2, d.h, &bad);
+			if (bad)
+				goto fail;
+			SFX(linear_back)(part, 0, SFX(grad)(t, g, li, MT_P_FC1_W), SFX(grad)(t, g, li, MT_P_FC1_B), dbuf, in,
+					 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
+			if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
+				goto fail;
+		}
 		SFX(norm_back)(dmid, SFX(grad)(t, g, li, MT_P_LN2_W), SFX(grad)(t, g, li, MT_P_LN2_B), dln, mid, ln2s,
-			       SFX(param)(t, w, li, MT_P_LN2_W), d.N, d.h, rms);
+			       SFX(param)(t, w, li, MT_P_LN2_W), Nr, d.h, rms);
 		/* attention branch: dmid flows to xin directly and through proj, attention, qkv, norm1 */
-		memcpy(dx, dmid, (size_t)(d.N * d.h) * sizeof(REAL));
-		SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_PROJ_W), SFX(grad)(t, g, li, MT_P_PROJ_B), dmid, atty,
-				 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
+		memcpy(dx, dmid, (size_t)(Nr * d.h) * sizeof(REAL));
+		if (!tpon) {
+			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_PROJ_W), SFX(grad)(t, g, li, MT_P_PROJ_B), dmid, atty,
+					 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
+		} else {
+			dfull = SFX(tp_gather)(&d, tp, full, dmid, d.h, &bad);
+			if (bad)
+				goto fail;
+			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_PROJ_W), NULL, dfull, atty,
+					 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
+			SFX(bias_back)(SFX(grad)(t, g, li, MT_P_PROJ_B), dmid, Nr, d.h);
+		}
 		memset(dbuf, 0, (size_t)(d.N * d.qkv) * sizeof(REAL));
 		SFX(attention_back)(dbuf, dbuf2, att, qkv, &d);
 		if (c->position_embedding_type == MT_POS_ROPE)
 			SFX(rope)(dbuf, &d, c->rotary_base, 1); /* a rotation's transpose is its inverse */
-		SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_QKV_W), SFX(grad)(t, g, li, MT_P_QKV_B), dbuf, ln1,
-				 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
-		SFX(norm_back)(dx, SFX(grad)(t, g, li, MT_P_LN1_W), SFX(grad)(t, g, li, MT_P_LN1_B), dln, xin, ln1s,
-			       SFX(param)(t, w, li, MT_P_LN1_W), d.N, d.h, rms);
-	}
-	for (int64_t n = 0; n < d.N; n++)
-		for (int64_t i = 0; i < d.h; i++) {
-			gwte[(int64_t)tokens[n] * d.h + i] += dx[n * d.h + i];
-			if (gwpe)
-				gwpe[(n % d.T) * d.h + i] += dx[n * d.h + i];
+		if (!tpon) {
+			SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_QKV_W), SFX(grad)(t, g, li, MT_P_QKV_B), dbuf, ln1,
+					 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
+		} else {
+			in = SFX(tp_gather)(&d, tp, full, ln1, d.h, &bad);
+			if (bad)
+				goto fail;
+			SFX(linear_back)(part, 0, SFX(grad)(t, g, li, MT_P_QKV_W), SFX(grad)(t, g, li, MT_P_QKV_B), dbuf, in,
+					 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
+			if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
+				goto fail;
 		}
+		SFX(norm_back)(dx, SFX(grad)(t, g, li, MT_P_LN1_W), SFX(grad)(t, g, li, MT_P_LN1_B), dln, xin, ln1s,
+			       SFX(param)(t, w, li, MT_P_LN1_W), Nr, d.h, rms);
+	}
+	if (!tpon) {
+		for (int64_t n = 0; n < d.N; n++)
+			for (int64_t i = 0; i < d.h; i++) {
+				gwte[(int64_t)tokens[n] * d.h + i] += dx[n * d.h + i];
+				if (gwpe)
+					gwpe[(n % d.T) * d.h + i] += dx[n * d.h + i];
+			}
+	} else {
+		/* the position rows from this rank's rows; the word rows of this rank's
+		 * vocabulary from every row (gathered with SP) */
+		const REAL *dxf;
+		if (gwpe)
+			for (int64_t n = 0; n < Nr; n++)
+				for (int64_t i = 0; i < d.h; i++)
+					gwpe[((d.r0 + n) % d.T) * d.h + i] += dx[n * d.h + i];
+		dxf = SFX(tp_gather)(&d, tp, full, dx, d.h, &bad);
+		if (bad)
+			goto fail;
+		for (int64_t n = 0; n < d.N; n++) {
+			int64_t id = (int64_t)tokens[n] - d.v0;
+			if (id >= 0 && id < d.V)
+				for (int64_t i = 0; i < d.h; i++)
+					gwte[id * d.h + i] += dxf[n * d.h + i];
+		}
+		if (SFX(tp_grad_end)(t, tp, g, keep))
+			goto fail;
+		keep = NULL;
+	}
+	goto done;
+fail:
+	a->failed = 1;
+	free(keep);
+done:
 	free(dx);
 	free(dmid);
 	free(dbuf);

@@ -179,8 +179,10 @@ double mt_grad_sumsq(const struct mt_params *t, const float *g)
 {
 	double s = 0;
 
+	/* a replica another tensor-parallel rank counts is not counted here (params.h) */
 	for (int i = 0; i < t->n; i++)
-		s += mt_grad_sumsq_param(g + t->p[i].offset, t->p[i].numel);
+		if (!t->p[i].norm_skip)
+			s += mt_grad_sumsq_param(g + t->p[i].offset, t->p[i].numel);
 	return s;
 }
 

@@ -53,7 +53,9 @@ void mt_adamw_step(struct mt_adamw *o, const struct mt_params *t, float *w, cons
 		   float *v, double lr);
 
 /* The sum of squares of the table's gradients in double: each parameter's in fixed
- * chunks, the chunks summed in order, the parameters summed in table order. */
+ * chunks, the chunks summed in order, the parameters summed in table order; a
+ * tensor-parallel replica with norm_skip is left out (its rank 0 counts it), so the
+ * sums of a group's ranks add up to the whole model's. */
 double mt_grad_sumsq(const struct mt_params *t, const float *g);
 /* The sum of squares of one parameter's n gradients, as mt_grad_sumsq takes it (dp.c sums
  * these over shards in table order). */

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
 #include "dist/dp.h"
+#include "dist/tpcomm.h"
 #include "train/estimate.h"
 #include "base/log.h"
 #include "base/mix.h"
@@ -20,7 +21,17 @@ volatile sig_atomic_t mt_train_stop_requested;
 
 struct trainer {
 	const struct mt_train_args *a;
-	struct mt_params t;
+	struct mt_params t;             /* this rank's: its tensor-parallel shard (params.h) */
+	/* what checkpoints hold: the logical table and config (the vocabulary padded as for
+	 * one rank), the same as t and a->cfg without tensor parallelism */
+	struct mt_params lt_own;
+	const struct mt_params *lt;
+	struct mt_config lcfg;
+	struct mt_dist *dpd, *tpd;      /* this rank's data- and tensor-parallel groups */
+	struct mt_tpcomm tpc;
+	struct mt_tp tp;
+	int tpon;
+	int64_t tp_logged;              /* the iteration the traffic counters were last logged */
 	struct mt_backend b;
 	float *w, *m, *v;               /* host copies, for initialization and checkpoints */
 	struct mt_sched sched;
@@ -58,6 +69,8 @@ static int gather_losses(struct trainer *tr, int64_t n, double div, double *sum,
 	int D = tr->d->dp;
 	int64_t cnt[1024], dsp[1024];
 
+	/* over the data-parallel group: the tensor-parallel ranks of a replica agree */
+
 	if (D > 1) {
 		if (D > 1024)
 			return mt_err_set(err, MT_EXIT_USAGE, "more than 1024 data-parallel ranks");
@@ -66,7 +79,7 @@ static int gather_losses(struct trainer *tr, int64_t n, double div, double *sum,
 			dsp[q] = 2 * n * q;
 		}
 		memmove(tr->lbuf + 2 * n * tr->d->dp_rank, tr->lbuf, (size_t)(2 * n) * sizeof(double));
-		if (mt_dist_allgatherv_f64(tr->d, tr->lbuf, cnt, dsp, "the loss gather", step, err))
+		if (mt_dist_allgatherv_f64(tr->dpd, tr->lbuf, cnt, dsp, "the loss gather", step, err))
 			return -1;
 	}
 	*sum = 0;
@@ -138,10 +151,44 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 	return 0;
 }
 
+/* With tensor parallelism: the shards of w, m and v (m, v NULL: none) of every rank of
+ * the group into the logical buffers lw, lm, lv on its rank 0 (collective over the group). */
+static int tp_gather(struct trainer *tr, float *w, float *m, float *v, float *lw, float *lm, float *lv,
+		     struct mt_err *err)
+{
+	int T = tr->tpd->world;
+	int64_t n = tr->t.total, *cnt = calloc((size_t)T * 2, sizeof(int64_t)), *dsp = cnt + T;
+	float *all = malloc((size_t)(n * T) * sizeof(float));
+	float *src[3] = { w, m, v }, *dst[3] = { lw, lm, lv };
+	int rc = 0;
+
+	if (!cnt || !all) {
+		free(cnt);
+		free(all);
+		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory gathering the tensor-parallel shards", tr->d->where);
+	}
+	for (int r = 0; r < T; r++) {
+		cnt[r] = n;
+		dsp[r] = n * r;
+	}
+	for (int k = 0; k < 3 && rc == 0; k++) {
+		if (!src[k])
+			continue;
+		memcpy(all + n * tr->tpd->rank, src[k], (size_t)n * sizeof(float));
+		rc = mt_dist_gatherv_f32(tr->tpd, all, cnt, dsp, "the checkpoint's tensor-parallel gather", tr->iteration, err);
+		if (rc == 0 && tr->tpd->rank == 0)
+			for (int r = 0; r < T; r++)
+				mt_params_slice(&tr->t, r, tr->lt, dst[k], all + n * r, 1);
+	}
+	free(all);
+	free(cnt);
+	return rc;
+}
+
 static int save(struct trainer *tr, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
-	char *cfg = mt_config_to_json(&a->cfg), *sch = mt_sched_to_json(&tr->sched);
+	char *cfg = mt_config_to_json(&tr->lcfg), *sch = mt_sched_to_json(&tr->sched);
 	struct mt_ckpt_state s = { tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, cfg,
 				   a->train_args_json ? a->train_args_json : "{}", sch, NULL, 0 };
 	int zero = a->distributed_optimizer && tr->have_dp, rc, all;
@@ -152,10 +199,25 @@ static int save(struct trainer *tr, struct mt_err *err)
 	rc = zero && mt_dp_gather_moments(&tr->dp, tr->m, tr->v, tr->iteration, err) ? -1 : 0;
 	if (rc == 0 && !tr->have_dp)
 		rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err);
-	else if (rc == 0 && tr->d->rank == 0)
+	else if (rc == 0 && tr->d->dp_rank == 0)
 		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
-	if (rc == 0 && tr->d->rank == 0)
+	if (tr->tpon && tr->d->dp_rank == 0) {
+		/* the first replica's tensor-parallel ranks send their shards to its rank 0,
+		 * which writes the logical tensors (until every rank writes its own shards) */
+		float *lw = NULL, *lm = NULL, *lv = NULL;
+		int64_t n = tr->lt->total;
+		if (rc == 0 && tr->tpd->rank == 0 &&
+		    (!(lw = calloc((size_t)n, sizeof(float))) || !(lm = calloc((size_t)n, sizeof(float))) ||
+		     !(lv = calloc((size_t)n, sizeof(float)))))
+			rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint", tr->d->where);
+		if (rc == 0)
+			rc = tp_gather(tr, tr->w, tr->m, tr->v, lw, lm, lv, err);
+		if (rc == 0 && tr->d->rank == 0)
+			rc = mt_ckpt_save(a->save, tr->lt, lw, lm, lv, &s, a->keep_last, err);
+		free(lw), free(lm), free(lv);
+	} else if (rc == 0 && tr->d->rank == 0) {
 		rc = mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
+	}
 	free(cfg);
 	free(sch);
 	/* every rank learns whether the checkpoint is complete before going on */
@@ -184,8 +246,8 @@ static int load(struct trainer *tr, struct mt_err *err)
 		mt_ckpt_loaded_free(&st);
 		return mt_err_prefix(err, "checkpoint '%s'", dir);
 	}
-	if (c.num_layers != tr->a->cfg.num_layers || c.hidden_size != tr->a->cfg.hidden_size ||
-	    c.padded_vocab_size != tr->a->cfg.padded_vocab_size) {
+	if (c.num_layers != tr->lcfg.num_layers || c.hidden_size != tr->lcfg.hidden_size ||
+	    c.padded_vocab_size != tr->lcfg.padded_vocab_size) {
 		mt_ckpt_loaded_free(&st);
 		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
 				  dir, c.num_layers, c.hidden_size, (long long)c.padded_vocab_size);
@@ -194,7 +256,30 @@ static int load(struct trainer *tr, struct mt_err *err)
 	 * a run resumes with any number of data-parallel ranks (dp.c's shard, or the device
 	 * backend's, which takes it from the whole buffers) */
 	int dpzero = tr->a->distributed_optimizer && tr->have_dp;
-	if (mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err) ||
+	if (tr->tpon) {
+		/* the logical tensors, then this rank's slices of them (any layout reads
+		 * any checkpoint) */
+		int64_t n = tr->lt->total;
+		float *lw = malloc((size_t)n * sizeof(float)), *lm = calloc((size_t)n, sizeof(float));
+		float *lv = calloc((size_t)n, sizeof(float));
+		int bad = !lw || !lm || !lv;
+		if (bad)
+			mt_err_set(err, MT_EXIT_IO, "%s: out of memory loading '%s'", tr->d->where, dir);
+		else
+			bad = mt_ckpt_load(dir, tr->lt, lw, st.has_optimizer ? lm : NULL, st.has_optimizer ? lv : NULL, 0, err);
+		if (!bad) {
+			mt_params_slice(&tr->t, tr->tp.rank, tr->lt, lw, tr->w, 0);
+			mt_params_slice(&tr->t, tr->tp.rank, tr->lt, lm, tr->m, 0);
+			mt_params_slice(&tr->t, tr->tp.rank, tr->lt, lv, tr->v, 0);
+		}
+		free(lw), free(lm), free(lv);
+		if (bad) {
+			mt_ckpt_loaded_free(&st);
+			return -1;
+		}
+	}
+	if ((!tr->tpon &&
+	     mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err)) ||
 	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !dpzero ? tr->m : NULL,
 				  st.has_optimizer && !dpzero ? tr->v : NULL, err)) {
 		mt_ckpt_loaded_free(&st);
@@ -232,6 +317,19 @@ static void log_line(struct trainer *tr, double loss, double lr, double gnorm, d
 			(long long)tr->iteration, (long long)tr->consumed_train, loss, lr, gnorm, tps, elapsed, (long long)skipped);
 		if (!isnan(valid))
 			fprintf(tr->json, ", \"valid_loss\": %.9g, \"valid_ppl\": %.9g", valid, exp(valid));
+		if (tr->tpon) {
+			/* this rank's tensor-parallel traffic since the last line: bytes sent a step,
+			 * and the elements its operations moved (the analytical volume's unit) */
+			int64_t by = 0, el = 0, n = tr->iteration - tr->tp_logged;
+			for (int k = 0; k < MT_TPC_NKINDS; k++) {
+				by += tr->tpc.bytes[k];
+				el += k == MT_TPC_F64 ? 0 : tr->tpc.elems[k];
+			}
+			fprintf(tr->json, ", \"tp_bytes_per_step\": %.6g, \"tp_elems_per_step\": %.6g",
+				n > 0 ? (double)by / (double)n : 0.0, n > 0 ? (double)el / (double)n : 0.0);
+			mt_tpcomm_reset_counts(&tr->tpc);
+			tr->tp_logged = tr->iteration;
+		}
 		fprintf(tr->json, "}\n");
 		fflush(tr->json);
 	}
@@ -267,8 +365,31 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				  (long long)a->micro_batch_size, tr.d->dp);
 	micro = a->global_batch_size / a->micro_batch_size; /* the most: the rampup only grows to it */
 	local = micro / tr.d->dp;
-	if (mt_params_build(&tr.t, &a->cfg, err))
+	tr.dpd = tr.tpd = tr.d;
+	tr.lt = &tr.t;
+	tr.lcfg = a->cfg;
+	if (tr.d->tp > 1) {
+		/* tensor parallelism: this rank's shard of the model over its group; the
+		 * logical table (vocabulary padded as for one rank) for checkpoints */
+		tr.tpd = mt_dist_group(tr.d, MT_GROUP_TP);
+		tr.dpd = mt_dist_group(tr.d, MT_GROUP_DP);
+		if (!tr.tpd || !tr.dpd)
+			return mt_err_set(err, MT_EXIT_USAGE, "%s: no tensor- or data-parallel group (the layout was not made)",
+					  tr.d->where);
+		if (mt_tpcomm_init(&tr.tpc, tr.tpd, a->sequence_parallel, &tr.tp, err))
+			return -1;
+		tr.tpon = 1;
+		tr.lcfg.padded_vocab_size = mt_config_padded_vocab(a->cfg.vocab_size, a->cfg.make_vocab_size_divisible_by, 1);
+		if (mt_params_build_tp(&tr.t, &a->cfg, tr.d->tp, tr.d->tp_rank, a->sequence_parallel, err) ||
+		    mt_params_build(&tr.lt_own, &tr.lcfg, err)) {
+			mt_tpcomm_free(&tr.tpc);
+			mt_params_free(&tr.t);
+			return -1;
+		}
+		tr.lt = &tr.lt_own;
+	} else if (mt_params_build(&tr.t, &a->cfg, err)) {
 		return -1;
+	}
 	tr.w = malloc((size_t)tr.t.total * sizeof(float));
 	tr.m = calloc((size_t)tr.t.total, sizeof(float));
 	tr.v = calloc((size_t)tr.t.total, sizeof(float));
@@ -286,25 +407,32 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.b.opt.dist = tr.d;
 	tr.b.opt.distributed_optimizer = a->distributed_optimizer;
 	tr.b.opt.bucket_size = a->ddp_bucket_size;
+	tr.b.opt.tp = tr.tpon ? &tr.tp : NULL;
+	tr.b.opt.label_smoothing = a->label_smoothing;
 	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;
 	/* host buffers go through dp.c; a backend whose buffers live on a device reduces
 	 * them itself (NCCL), bucketed under its backward pass */
 	if (tr.b.ops->host_grads && tr.b.ops->host_grads(&tr.b)) {
-		if (mt_dp_init(&tr.dp, tr.d, &tr.t, a->distributed_optimizer, err))
+		if (mt_dp_init(&tr.dp, tr.dpd, &tr.t, a->distributed_optimizer, err))
 			goto out;
+		tr.dp.tp = tr.tpon ? &tr.tp : NULL;
 		tr.have_dp = 1;
 	}
 	if (!a->quiet && tr.d->world > 1)
-		mt_info("%d ranks: data-parallel %d x tensor %d x pipeline %d; %lld micro-batches of %lld per rank and step%s",
+		mt_info("%d ranks: data-parallel %d x tensor %d x pipeline %d; %lld micro-batches of %lld per rank and step%s%s",
 			tr.d->world, tr.d->dp, tr.d->tp, tr.d->pp, (long long)local, (long long)a->micro_batch_size,
-			a->distributed_optimizer ? "; distributed optimizer (ZeRO-1)" : "");
+			a->distributed_optimizer ? "; distributed optimizer (ZeRO-1)" : "",
+			tr.tpon && a->sequence_parallel ? "; sequence parallel" : "");
 	if (!a->quiet)
 		mt_info("model: %lld parameters; backend %s holds %.1f MB (weights, gradients, AdamW state and the "
 			"activations of a micro-batch of %lld x %lld)",
 			(long long)tr.t.total, tr.b.ops->name, tr.b.ops->bytes(&tr.b) / 1e6, (long long)a->micro_batch_size,
 			(long long)L);
-	mt_params_init(&tr.t, tr.w, a->seed);
+	if (tr.tpon)
+		mt_params_init_shard(&tr.t, tr.w, a->seed); /* the slice of the one-rank model */
+	else
+		mt_params_init(&tr.t, tr.w, a->seed);
 	if (tr.b.ops->load_state(&tr.b, tr.w, NULL, NULL, err))
 		goto out;
 	tr.adam = a->adam;
@@ -364,6 +492,7 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		micro = gbs / a->micro_batch_size;
 		local = micro / tr.d->dp;
 		tr.b.step = step;
+		tr.tpc.step = step;
 
 		/* each micro-batch's gradient alone, then added to the step's sum in the global
 		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
@@ -493,5 +622,9 @@ out:
 	}
 	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt), free(tr.lbuf);
 	mt_params_free(&tr.t);
+	if (tr.tpon) {
+		mt_params_free(&tr.lt_own);
+		mt_tpcomm_free(&tr.tpc);
+	}
 	return rc;
 }

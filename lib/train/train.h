@@ -45,6 +45,10 @@ struct mt_train_args {
 	 * saves. Gradients are summed in the global micro-batch order (dp.h). */
 	struct mt_dist *dist;
 	int distributed_optimizer;      /* ZeRO-1: each rank keeps the AdamW state of its shard */
+	/* tensor parallelism is dist->tp (its layout made by mt_dist_layout): each rank holds
+	 * its shard of the model (params.h), checkpoints stay logical */
+	int sequence_parallel;          /* --sequence-parallel */
+	double label_smoothing;         /* --label-smoothing */
 	int64_t ddp_bucket_size;        /* GPU: gradient bucket in elements (0: the backend's default) */
 	int hang_rank;                  /* test hook: this rank (>= 0) stops answering ... */
 	int64_t hang_step;              /* ... at the end of this iteration */

@@ -18,7 +18,8 @@
  *   ckpt/iter_<steps>/model.h5   the weights after those steps
  *
  * AdamW: Megatron's defaults (betas 0.9/0.999, eps 1e-8), the given lr (1e-3) and weight
- * decay (0.1) on the parameters the table marks, no clipping, no schedule. */
+ * decay (0.1) on the parameters the table marks, no clipping, no schedule.
+ * --label-smoothing A: Megatron's smoothed cross-entropy (torch_gpt.py --label-smoothing A). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@
 
 enum {
 	O_LAYERS = 256, O_HIDDEN, O_HEADS, O_GROUPS, O_FFN, O_SEQ, O_MAXPOS, O_VOCAB, O_DIVISIBLE, O_POSEMB,
-	O_NORM, O_NORM_EPS, O_SWIGLU, O_NOBIAS, O_UNTIE, O_INIT_STD, O_SEED, O_TOKENS, O_OUTPUT, O_STEPS, O_LR, O_WD, O_DEVICE, O_BF16,
+	O_NORM, O_NORM_EPS, O_SWIGLU, O_NOBIAS, O_UNTIE, O_INIT_STD, O_SEED, O_TOKENS, O_OUTPUT, O_STEPS, O_LR, O_WD, O_DEVICE, O_BF16, O_SMOOTH,
 };
 
 static const struct mt_option opts[] = {
@@ -65,6 +66,7 @@ static const struct mt_option opts[] = {
 	{ "weight-decay", 0, MT_ARG_REQUIRED, O_WD, "WD", "weight decay (0.1)" },
 	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cpu (default) or cuda" },
 	{ "bf16", 0, MT_ARG_NONE, O_BF16, NULL, "cuda: bf16 weights and activations" },
+	{ "label-smoothing", 0, MT_ARG_REQUIRED, O_SMOOTH, "A", "cross-entropy label smoothing (0)" },
 };
 
 static const char *const synopsis[] = { "[model flags] --tokens FILE --output DIR [--seed N] [--steps N] [--lr LR] [--weight-decay WD]", NULL };
@@ -163,6 +165,7 @@ int main(int argc, char **argv)
 		case O_WD: wd = real(&o); break;
 		case O_DEVICE: be.ops = !strcmp(o.arg, "cuda") ? &mt_backend_cuda : &mt_backend_cpu; break;
 		case O_BF16: be.opt.precision = MT_PREC_BF16; break;
+		case O_SMOOTH: be.opt.label_smoothing = real(&o); break;
 		}
 	}
 	if (!tokens || !out)

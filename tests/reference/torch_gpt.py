@@ -165,6 +165,7 @@ class GPT(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
+        self.label_smoothing = 0.0
         h, V = cfg["hidden-size"], cfg["padded-vocab-size"]
         self.rope = cfg["position-embedding-type"] == "rope"
         self.wte = nn.Embedding(V, h)
@@ -185,7 +186,12 @@ class GPT(nn.Module):
     def forward(self, tokens, targets):
         B, T = tokens.shape
         logits = self.logits(tokens)
-        return F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1), ignore_index=-1)
+        # Megatron's label smoothing eps gives every other class eps/(K-1); PyTorch's
+        # gives every class (the target too) its label_smoothing/K: the same loss with
+        # label_smoothing = eps K / (K - 1)
+        K = logits.shape[-1]
+        ls = self.label_smoothing * K / (K - 1) if self.label_smoothing > 0 else 0.0
+        return F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1), ignore_index=-1, label_smoothing=ls)
 
     def logits(self, tokens):
         """[B, T, padded vocab] logits of every position (torch_generate.py uses them too)"""
@@ -301,6 +307,7 @@ def main():
     ap.add_argument("--tokens", required=True, help="the int32 .npy (2, B*T) gpt-step ran")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--label-smoothing", type=float, default=0.0, help="Megatron's --label-smoothing (what gpt-step ran)")
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                     help="float64 runs the reference in double (to see how much of a difference is fp32 rounding)")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
@@ -326,6 +333,7 @@ def main():
     targets = torch.from_numpy(bt[1].astype(np.int64)).view(-1, T)
 
     model = GPT(cfg)
+    model.label_smoothing = a.label_smoothing
     names = Names(model)
     ours, theirs = set(names.map), set(w0)
     if ours != theirs:
