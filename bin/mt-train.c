@@ -39,7 +39,7 @@ enum {
 	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
-	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT,
+	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT, O_TP_COMM,
 	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP,
 	O_WARMUP_SAMPLES, O_DECAY_SAMPLES, O_BUCKET,
 };
@@ -103,6 +103,7 @@ static const struct mt_option opts[] = {
 	{ "recompute-activations", 0, MT_ARG_NONE, O_RECOMPUTE_ACT, NULL, "selective recomputation (Megatron's shorthand for --recompute-granularity selective)" },
 	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "split every layer over N ranks as Megatron does (cpu; default 1)" },
 	{ "sequence-parallel", 0, MT_ARG_NONE, O_SEQ_PARALLEL, NULL, "norms and residuals on 1/N of the sequence under tensor parallelism" },
+	{ "tensor-parallel-comm", 0, MT_ARG_REQUIRED, O_TP_COMM, "T", "cuda: auto (default: nccl when each rank has its own GPU), nccl, or host (MPI through host memory; ranks may share a GPU)" },
 	{ "label-smoothing", 0, MT_ARG_REQUIRED, O_LABEL_SMOOTHING, "A", "cross-entropy label smoothing in [0, 1) (cpu; default 0)" },
 	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "only 1 for now" },
 	{ "use-distributed-optimizer", 0, MT_ARG_NONE, O_DIST_OPT, NULL, "shard the optimizer state over data-parallel ranks (ZeRO-1)" },
@@ -343,6 +344,16 @@ int main(int argc, char **argv)
 		case O_PP: pp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_DIST_OPT: a.distributed_optimizer = 1; break;
 		case O_SEQ_PARALLEL: a.sequence_parallel = 1; break;
+		case O_TP_COMM:
+			if (!strcmp(o.arg, "auto"))
+				a.tp_comm = MT_TP_COMM_AUTO;
+			else if (!strcmp(o.arg, "nccl"))
+				a.tp_comm = MT_TP_COMM_NCCL;
+			else if (!strcmp(o.arg, "host"))
+				a.tp_comm = MT_TP_COMM_HOST;
+			else
+				mt_die_usage(&o, "--tensor-parallel-comm must be auto, nccl or host, not '%s'", o.arg);
+			break;
 		case O_LABEL_SMOOTHING:
 			a.label_smoothing = mt_tool_real(&o);
 			if (!(a.label_smoothing >= 0 && a.label_smoothing < 1))
@@ -450,9 +461,9 @@ int main(int argc, char **argv)
 		if (mt_params_build_tp(&pt, &a.cfg, (int)tp, 0, a.sequence_parallel, &e))
 			mt_die_err(&e);
 		mt_params_free(&pt);
-		if (device)
-			mt_die(MT_EXIT_USAGE, "--tensor-model-parallel-size %lld: tensor parallelism runs on the CPU backend so "
-			       "far (add --device cpu)", tp);
+		if (device && (a.backend.precision == MT_PREC_FP16 || a.distributed_optimizer))
+			mt_die(MT_EXIT_USAGE, "--tensor-model-parallel-size %lld on the CUDA backend: fp32 and bf16 without "
+			       "--use-distributed-optimizer so far (--device cpu has both)", tp);
 	}
 	if (device && a.label_smoothing > 0)
 		mt_die(MT_EXIT_USAGE, "--label-smoothing: the CUDA backend does not smooth labels yet (add --device cpu)");

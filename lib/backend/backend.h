@@ -98,7 +98,14 @@ struct mt_backend_opts {
 	 * the norm over the group and agrees on non-finite gradients */
 	const struct mt_tp *tp;
 	double label_smoothing;         /* Megatron's --label-smoothing */
+	/* a device backend's tensor-parallel transport: the group (dist.h) for its own
+	 * communicator, and MT_TP_COMM_AUTO (NCCL when every rank of the group has a GPU of
+	 * its own, else through host memory with tp's operations), _NCCL or _HOST */
+	struct mt_dist *tp_dist;
+	int tp_comm;
 };
+
+enum { MT_TP_COMM_AUTO, MT_TP_COMM_NCCL, MT_TP_COMM_HOST };
 
 /* step_micro's backward: the step's last micro-batch */
 #define MT_BACKWARD_LAST 2

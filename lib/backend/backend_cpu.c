@@ -206,6 +206,8 @@ static int cpu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tok
 
 	if (rows < 1 || rows > B)
 		return mt_err_set(err, MT_EXIT_USAGE, "score_rows: %lld rows, the micro-batch is %d", (long long)rows, B);
+	if (mt_tp_on(b->opt.tp))
+		return mt_err_set(err, MT_EXIT_USAGE, "score_rows: not with tensor parallelism (evaluate the checkpoint)");
 	/* a partial micro-batch runs as a smaller one: the forward pass lays its
 	 * activations out by acts.B, in the prefix of each buffer */
 	s->acts.B = (int)rows;

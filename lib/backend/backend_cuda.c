@@ -63,6 +63,7 @@
 #include "../../kernels/norm.h"
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
+#include "../../kernels/tpsplit.h"
 #include "dist/ddpplan.h"
 #include "base/log.h"
 #include "dist/ncclcomm.h"
@@ -133,6 +134,29 @@ struct cu {
 	int64_t npiece_chunks;         /* ZeRO: the chunks of the rank's pieces (the leftovers follow) */
 	int64_t *g_cnt, *g_dsp;        /* dp entries: a bucket's pieces for dist.h's gather */
 	struct mt_err derr;            /* what failed in a pass (NCCL), for grad_prepare to report */
+	/* tensor parallelism (o.tp with more than one rank): the dimensions above are this
+	 * rank's (heads, groups, ffn columns, vocabulary rows); the residual stream has Nr
+	 * rows from r0 (all N without sequence parallelism); the split points go through
+	 * host memory to o.tp's operations (MPI), so ranks may share a GPU */
+	const struct mt_tp *tp;
+	int tpn, sp;
+	int64_t Nr, r0, v0;
+	void *full, *part;             /* device [N][h]: gathered rows, partial sums */
+	float *cmx, *csum;             /* device [chunk_rows]: the cross-entropy's row statistics */
+	float *h_a, *h_b;              /* host [N][h] staging */
+	uint16_t *h_16;                /* host [N][h]: bf16 rows */
+	float *h_cmx, *h_csum;
+	double *h_d, *h_partial;
+	unsigned char *chunk_norm;     /* per chunk: counted in the gradient norm (params.h norm_skip) */
+	/* the split points over NCCL instead (each rank of the group on its own GPU): the
+	 * activations' collectives on the compute stream, the sequence-parallel replicas'
+	 * gradient sums on the communication stream under the backward pass, before the
+	 * data-parallel buckets that hold them */
+	struct mt_nccl *tpnccl;
+	cudaEvent_t tpev;
+	int tp_last;                   /* this pass is the step's last micro-batch */
+	int64_t tp_done;               /* its replicas at offsets >= this are being summed */
+	int tp_pending;                /* sums launched on s->comm and not yet waited for */
 };
 
 static void prof_mark(struct cu *s, int cat)
@@ -225,22 +249,30 @@ static size_t plan_acts(struct cu *s, char *base)
 	int64_t big = s->qkv > s->fc1 ? s->qkv : s->fc1, small = s->q > s->f ? s->q : s->f;
 	int64_t wide = big > s->h ? big : s->h;
 
-	s->res = take(&k, (size_t)(s->L + 1) * N * (size_t)s->h * es);
+	size_t R = (size_t)s->Nr; /* the residual stream's rows (1/t of N with SP) */
+
+	s->res = take(&k, (size_t)(s->L + 1) * R * (size_t)s->h * es);
 	for (int64_t l = 0; l < s->nslots; l++) {
 		struct slot *sl = &s->slots[l];
-		sl->ln1 = take(&k, N * (size_t)s->h * es);
-		sl->ln1s = take(&k, N * 2 * sizeof(float));
+		sl->ln1 = take(&k, R * (size_t)s->h * es);
+		sl->ln1s = take(&k, R * 2 * sizeof(float));
 		sl->qkv = take(&k, N * (size_t)s->qkv * es);
 		sl->atty = take(&k, N * (size_t)s->q * es);
 		sl->lse = take(&k, N * (size_t)s->np * sizeof(float));
-		sl->mid = take(&k, N * (size_t)s->h * es);
-		sl->ln2 = take(&k, N * (size_t)s->h * es);
-		sl->ln2s = take(&k, N * 2 * sizeof(float));
+		sl->mid = take(&k, R * (size_t)s->h * es);
+		sl->ln2 = take(&k, R * (size_t)s->h * es);
+		sl->ln2s = take(&k, R * 2 * sizeof(float));
 		sl->fc1 = take(&k, N * (size_t)s->fc1 * es);
 		sl->act = take(&k, N * (size_t)s->f * es);
 	}
-	s->lnf = take(&k, N * (size_t)s->h * es);
-	s->lnfs = take(&k, N * 2 * sizeof(float));
+	s->lnf = take(&k, R * (size_t)s->h * es);
+	s->lnfs = take(&k, R * 2 * sizeof(float));
+	if (s->tpn > 1) {
+		s->full = take(&k, N * (size_t)s->h * es);
+		s->part = take(&k, N * (size_t)s->h * es);
+		s->cmx = take(&k, (size_t)s->chunk_rows * sizeof(float));
+		s->csum = take(&k, (size_t)s->chunk_rows * sizeof(float));
+	}
 	s->dres = take(&k, N * (size_t)s->h * es);
 	s->dln = take(&k, N * (size_t)s->h * es);
 	s->dbig = take(&k, N * (size_t)big * es);
@@ -269,6 +301,15 @@ static void cuda_free(struct mt_backend *b)
 
 	if (!s)
 		return;
+	if (s->tpnccl) {
+		mt_nccl_close(s->tpnccl, s->failed || b->failed);
+		s->tpnccl = NULL;
+		if (!(s->failed || b->failed)) {
+			cudaEventDestroy(s->tpev);
+			if (!s->bev)
+				cudaStreamDestroy(s->comm);
+		}
+	}
 	if (s->nccl && (s->failed || b->failed)) {
 		/* a failed data-parallel run: abort the communicator (its kernels stop waiting
 		 * for a lost peer; ncclcomm.h does not wait for the abort) and make no other
@@ -307,6 +348,8 @@ static void cuda_free(struct mt_backend *b)
 	free(s->slots);
 	free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
 	free(s->h_hit), free(s->h_tok), free(s->h_tgt);
+	free(s->h_a), free(s->h_b), free(s->h_16), free(s->h_cmx), free(s->h_csum), free(s->h_d), free(s->h_partial);
+	free(s->chunk_norm);
 	free(s);
 	b->state = NULL;
 }
@@ -423,6 +466,70 @@ static int dp_init(struct cu *s, struct mt_err *err)
 	return 0;
 }
 
+/* Tensor parallelism's transport: NCCL over the group when every rank of it has a GPU
+ * of its own (asked, or by default), else the host path (tp's operations over MPI). The
+ * ranks agree on the outcome, so none waits in a communicator the others left. */
+static int tp_init(struct cu *s, struct mt_err *err)
+{
+	struct mt_dist *g = s->o.tp_dist;
+	int want = s->o.tp_comm, distinct = 1, dev = 0;
+	double bad = 0;
+	cudaError_t e;
+
+	if (!s->tp || want == MT_TP_COMM_HOST || !g || g->world < 2)
+		return 0;
+	{
+		struct cudaDeviceProp p;
+		unsigned char mine[16], other[16];
+		if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+			return mt_err_set(err, MT_EXIT_IO, "%s: cannot read the GPU's properties", g->where);
+		memcpy(mine, p.uuid.bytes, 16);
+		for (int q = 0; q < g->world; q++) {
+			memcpy(other, mine, 16);
+			if (g->ops->bcast(g, other, 16, q, "the tensor-parallel GPU check", err))
+				return -1;
+			if (q != g->rank && !memcmp(other, mine, 16))
+				distinct = 0;
+		}
+	}
+	if (!distinct) {
+		if (want == MT_TP_COMM_NCCL)
+			return mt_err_set(err, MT_EXIT_USAGE, "%s: --tensor-parallel-comm nccl: ranks of a tensor-parallel group "
+					  "share GPU %d, which NCCL refuses: start one rank per GPU, or use "
+					  "--tensor-parallel-comm host", g->where, dev);
+		if (!s->o.quiet)
+			mt_info("cuda: ranks of a tensor-parallel group share a GPU: their collectives go through host memory");
+		return 0;
+	}
+	{
+		struct mt_err e2 = { 0 };
+		bad = mt_nccl_open(&s->tpnccl, g, &e2) ? 1 : 0;
+		if (g->ops->allreduce_f64(g, &bad, 1, 1, "the tensor-parallel communicator", -1, err))
+			return -1;
+		if (bad) {
+			mt_nccl_close(s->tpnccl, 1);
+			s->tpnccl = NULL;
+			if (want == MT_TP_COMM_NCCL)
+				return e2.msg[0] ? (*err = e2, -1)
+						 : mt_err_set(err, MT_EXIT_IO, "%s: another rank could not make the tensor-parallel "
+							      "NCCL communicator", g->where);
+			if (!s->o.quiet)
+				mt_info("cuda: no NCCL communicator for tensor parallelism (%s): through host memory",
+					e2.msg[0] ? e2.msg : "another rank could not make one");
+			return 0;
+		}
+	}
+	e = cudaEventCreateWithFlags(&s->tpev, cudaEventDisableTiming);
+	if (e == cudaSuccess && !s->comm)
+		e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
+	if (!s->o.quiet)
+		mt_info("cuda: %d tensor-parallel ranks over %s%s", g->world, mt_nccl_version(s->tpnccl),
+			s->sp ? ", sequence parallel" : "");
+	return 0;
+}
+
 static enum mt_nccl_type ntype(enum mt_dtype dt)
 {
 	return dt == MT_BF16 ? MT_NCCL_BF16 : dt == MT_F16 ? MT_NCCL_F16 : MT_NCCL_F32;
@@ -494,9 +601,16 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	if (mt_ddp_plan_init(&s->plan, t, s->o.bucket_size > 0 ? s->o.bucket_size : MT_DDP_BUCKET_DEFAULT, s->dp, s->me,
 			     s->zero, err))
 		return -1;
-	/* before anything makes a CUDA context */
+	if (mt_tp_on(s->o.tp) && (s->o.precision == MT_PREC_FP16 || s->zero || s->o.inference))
+		return mt_err_set(err, MT_EXIT_USAGE, "tensor parallelism on the CUDA backend: fp32 and bf16 without the "
+				  "distributed optimizer so far (%s)", s->o.precision == MT_PREC_FP16 ? "--fp16 asked" :
+				  s->zero ? "--use-distributed-optimizer asked" : "evaluation");
+	/* before anything makes a CUDA context; tensor-parallel ranks alone may share a GPU
+	 * (their collectives go through host memory) */
 	if (s->dp > 1 && pick_gpu(s, n, err))
 		return -1;
+	if (s->dp == 1 && mt_tp_on(s->o.tp) && s->d && n > 1 && cudaSetDevice(s->d->local_rank % n) != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "%s: cannot use GPU %d", s->d->where, s->d->local_rank % n);
 	s->dt = s->o.precision == MT_PREC_BF16 ? MT_BF16 : s->o.precision == MT_PREC_FP16 ? MT_F16 : MT_F32;
 	s->es = s->dt == MT_F32 ? 4 : 2;
 	s->B = micro_batch;
@@ -504,14 +618,22 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->N = s->B * s->T;
 	s->L = c->num_layers;
 	s->h = c->hidden_size;
-	s->np = c->num_attention_heads;
-	s->ng = c->num_query_groups;
+	/* tensor parallelism: this rank's share of heads, groups, ffn and vocabulary (the
+	 * table t is its shard, params.h) */
+	s->tp = mt_tp_on(s->o.tp) ? s->o.tp : NULL;
+	s->tpn = s->tp ? s->tp->size : 1;
+	s->sp = s->tp && s->tp->sequence_parallel;
+	s->np = c->num_attention_heads / s->tpn;
+	s->ng = c->num_query_groups / s->tpn;
 	s->hd = c->kv_channels;
 	s->q = s->np * s->hd;
 	s->qkv = s->q + 2 * s->ng * s->hd;
-	s->f = c->ffn_hidden_size;
+	s->f = c->ffn_hidden_size / s->tpn;
 	s->fc1 = c->swiglu ? 2 * s->f : s->f;
-	s->V = c->padded_vocab_size;
+	s->V = c->padded_vocab_size / s->tpn;
+	s->v0 = s->tp ? s->tp->rank * s->V : 0;
+	s->Nr = s->sp ? s->N / s->tpn : s->N;
+	s->r0 = s->sp ? s->tp->rank * s->Nr : 0;
 	/* inference keeps nothing for a backward pass: one layer's slot serves them all */
 	s->nslots = s->o.recompute_full || s->o.inference ? 1 : s->L;
 	s->chunk_rows = (int64_t)(LOGITS_BYTES / ((size_t)s->V * s->es));
@@ -537,6 +659,8 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 				  (long long)s->hd);
 	if (s->dp > 1 && dp_init(s, err))
 		return -1;
+	if (tp_init(s, err))
+		return -1;
 	nchunks = mt_ddp_plan_chunks(&s->plan, t, NULL, &s->npiece_chunks);
 	s->nchunks = nchunks;
 	s->slots = calloc((size_t)s->nslots, sizeof(*s->slots));
@@ -551,6 +675,19 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	if (!s->slots || !s->h_count || !s->h_u || !s->h_start || !s->h_pos || !s->h_loss || !s->h_hit || !s->h_tok ||
 	    !s->h_tgt)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (s->tpn > 1) {
+		size_t nh = (size_t)(s->N * s->h);
+		s->h_a = malloc(nh * sizeof(float));
+		s->h_b = malloc(nh * sizeof(float));
+		s->h_16 = malloc(nh * sizeof(uint16_t));
+		s->h_cmx = malloc((size_t)s->N * sizeof(float));
+		s->h_csum = malloc((size_t)s->N * sizeof(float));
+		s->h_d = malloc((size_t)s->N * sizeof(double));
+		s->h_partial = malloc((size_t)(nchunks > 0 ? nchunks : 1) * sizeof(double));
+		s->chunk_norm = calloc((size_t)(nchunks > 0 ? nchunks : 1), 1);
+		if (!s->h_a || !s->h_b || !s->h_16 || !s->h_cmx || !s->h_csum || !s->h_d || !s->h_partial || !s->chunk_norm)
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	}
 
 	/* with ZeRO: the fp32 master shard, then the whole compute copy (a separate buffer
 	 * in fp32 too) */
@@ -601,6 +738,14 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	}
 	mt_ddp_plan_chunks(&s->plan, t, hc, NULL);
+	/* the chunks the gradient norm counts: not the replicas another rank counts */
+	for (int64_t i = 0; s->chunk_norm && i < nchunks; i++) {
+		int skip = 0;
+		for (int q = 0; q < t->n; q++)
+			if (hc[i].start >= t->p[q].offset && hc[i].start < t->p[q].offset + t->p[q].numel)
+				skip = t->p[q].norm_skip;
+		s->chunk_norm[i] = !skip;
+	}
 	/* rotary table, in double as gpt.c computes it, rounded once */
 	for (int64_t tt = 0; tt < s->T; tt++)
 		for (int64_t i = 0; i < s->hd / 2; i++) {
@@ -704,6 +849,116 @@ static void cuda_zero_grad(struct mt_backend *b)
 		rt_check(s, cudaGetLastError(), "cudaMemset", __LINE__);
 }
 
+/* ---- tensor parallelism's split points, staged through host memory ---- */
+
+/* n elements of the compute type on the device <-> floats on the host (bf16 rounded to
+ * nearest even, as the device rounds) */
+static int st_d2h(struct cu *s, float *h, const void *d, int64_t n)
+{
+	if (s->dt == MT_F32) {
+		RT(cudaMemcpy(h, d, (size_t)n * 4, cudaMemcpyDeviceToHost));
+		return 0;
+	}
+	RT(cudaMemcpy(s->h_16, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t u = (uint32_t)s->h_16[i] << 16;
+		memcpy(&h[i], &u, 4);
+	}
+	return 0;
+}
+
+static int st_h2d(struct cu *s, void *d, const float *h, int64_t n)
+{
+	if (s->dt == MT_F32) {
+		RT(cudaMemcpy(d, h, (size_t)n * 4, cudaMemcpyHostToDevice));
+		return 0;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, &h[i], 4);
+		s->h_16[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40)
+							      : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+	}
+	RT(cudaMemcpy(d, s->h_16, (size_t)n * 2, cudaMemcpyHostToDevice));
+	return 0;
+}
+
+static int tp_failed(struct cu *s)
+{
+	if (!s->failed && !s->derr.msg[0])
+		mt_err_set(&s->derr, MT_EXIT_IO, "a tensor-parallel collective failed (another rank died or hangs)");
+	s->failed = 1;
+	return -1;
+}
+
+/* NCCL: the compute stream's collectives so far, waited for against the timeout before
+ * the host reads anything they wrote (a lost peer must not hang a copy) */
+static int tp_sync(struct cu *s, const char *what)
+{
+	if (!s->tpnccl)
+		return 0;
+	RT(cudaEventRecord(s->tpev, 0));
+	if (mt_nccl_wait(s->tpnccl, s->tpev, what, -1, &s->derr))
+		return tp_failed(s);
+	return 0;
+}
+
+/* partial sums [N][w] of every rank into the rows this rank keeps, out [Nr][w]: an
+ * all-reduce, or with sequence parallelism a reduce-scatter */
+static int tp_reduce(struct cu *s, void *out, void *part, int64_t w)
+{
+	if (s->tpnccl) {
+		/* in place on the compute stream: the sum, or this rank's rows of it */
+		enum mt_nccl_type nt = ntype(s->dt);
+		if (s->sp) {
+			if (mt_nccl_reduce_scatter(s->tpnccl, part, s->Nr * w, nt, 0, &s->derr))
+				return tp_failed(s);
+			RT(cudaMemcpyAsync(out, row(s, part, s->r0, w), (size_t)(s->Nr * w) * s->es, cudaMemcpyDeviceToDevice, 0));
+			return 0;
+		}
+		if (mt_nccl_allreduce(s->tpnccl, part, s->N * w, nt, 0, &s->derr))
+			return tp_failed(s);
+		if (out != part)
+			RT(cudaMemcpyAsync(out, part, (size_t)(s->N * w) * s->es, cudaMemcpyDeviceToDevice, 0));
+		return 0;
+	}
+	if (st_d2h(s, s->h_a, part, s->N * w))
+		return -1;
+	if (s->sp) {
+		if (s->tp->reduce_scatter(s->tp->ctx, s->h_b, s->h_a, s->Nr * w))
+			return tp_failed(s);
+		return st_h2d(s, out, s->h_b, s->Nr * w);
+	}
+	if (s->tp->allreduce(s->tp->ctx, s->h_a, s->N * w))
+		return tp_failed(s);
+	return st_h2d(s, out, s->h_a, s->N * w);
+}
+
+/* this rank's rows [Nr][w] as all N rows: gathered into s->full with sequence
+ * parallelism; the rows themselves without */
+static void *tp_gather(struct cu *s, void *rows, int64_t w)
+{
+	if (!s->sp)
+		return rows;
+	if (s->tpnccl) {
+		if (rt_check(s, cudaMemcpyAsync(row(s, s->full, s->r0, w), rows, (size_t)(s->Nr * w) * s->es,
+						cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync", __LINE__))
+			return NULL;
+		if (mt_nccl_allgather(s->tpnccl, s->full, s->Nr * w, ntype(s->dt), 0, &s->derr)) {
+			tp_failed(s);
+			return NULL;
+		}
+		return s->full;
+	}
+	if (st_d2h(s, s->h_a, rows, s->Nr * w))
+		return NULL;
+	if (s->tp->allgather(s->tp->ctx, s->h_b, s->h_a, s->Nr * w)) {
+		tp_failed(s);
+		return NULL;
+	}
+	return st_h2d(s, s->full, s->h_b, s->N * w) ? NULL : s->full;
+}
+
 /* ---- the passes ---- */
 
 static int layer_fwd(struct cu *s, int l, struct slot *sl)
@@ -711,79 +966,140 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	const struct mt_config *c = s->c;
 	enum mt_dtype dt = s->dt;
 	int rms = c->normalization == MT_NORM_RMSNORM;
-	void *xin = row(s, s->res, l * s->N, s->h), *xout = row(s, s->res, (l + 1) * s->N, s->h);
+	void *xin = row(s, s->res, l * s->Nr, s->h), *xout = row(s, s->res, (l + 1) * s->Nr, s->h), *in;
 
-	KP(P_NORM, mt_norm_fwd(dt, sl->ln1, sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->N, s->h, rms,
+	KP(P_NORM, mt_norm_fwd(dt, sl->ln1, sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->Nr, s->h, rms,
 		      (float)c->norm_epsilon));
-	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->qkv, sl->ln1, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, s->N, s->h, s->qkv));
+	/* column-parallel QKV: its input whole on every rank (gathered with SP) */
+	if (!(in = s->tpn > 1 ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
+		return -1;
+	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->qkv, in, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, s->N, s->h, s->qkv));
 	if (c->position_embedding_type == MT_POS_ROPE)
 		KP(P_ACT, mt_rope(dt, sl->qkv, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 0));
 	KP(P_ATTN, mt_attention_fwd(dt, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np, (int)s->ng, (int)s->hd));
-	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->mid, sl->atty, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), xin, s->N, s->q, s->h));
-	KP(P_NORM, mt_norm_fwd(dt, sl->ln2, sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B), s->N, s->h, rms,
+	if (s->tpn > 1) {
+		/* row-parallel projection: the partial products summed, then bias and residual */
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, s->part, sl->atty, wp(s, l, MT_P_PROJ_W), NULL, NULL, s->N, s->q, s->h));
+		if (tp_reduce(s, sl->mid, s->part, s->h))
+			return -1;
+		KP(P_ACT, mt_bias_residual(dt, sl->mid, wp(s, l, MT_P_PROJ_B), xin, s->Nr, s->h));
+	} else {
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->mid, sl->atty, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), xin, s->N,
+					   s->q, s->h));
+	}
+	KP(P_NORM, mt_norm_fwd(dt, sl->ln2, sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B), s->Nr, s->h, rms,
 		      (float)c->norm_epsilon));
+	if (!(in = s->tpn > 1 ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
+		return -1;
 	if (c->swiglu) {
-		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->fc1, sl->ln2, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, s->N,
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->fc1, in, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, s->N,
 					   s->h, s->fc1));
 		KP(P_ACT, mt_swiglu_fwd(dt, sl->act, sl->fc1, s->N, s->f));
 	} else {
-		KP(P_MATMUL, mt_linear_fwd_gelu(s->lt, dt, sl->act, sl->fc1, sl->ln2, wp(s, l, MT_P_FC1_W),
+		KP(P_MATMUL, mt_linear_fwd_gelu(s->lt, dt, sl->act, sl->fc1, in, wp(s, l, MT_P_FC1_W),
 						wp(s, l, MT_P_FC1_B), s->N, s->h, s->fc1));
 	}
-	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, xout, sl->act, wp(s, l, MT_P_FC2_W), wp(s, l, MT_P_FC2_B), sl->mid, s->N, s->f, s->h));
+	if (s->tpn > 1) {
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, s->part, sl->act, wp(s, l, MT_P_FC2_W), NULL, NULL, s->N, s->f, s->h));
+		if (tp_reduce(s, xout, s->part, s->h))
+			return -1;
+		KP(P_ACT, mt_bias_residual(dt, xout, wp(s, l, MT_P_FC2_B), sl->mid, s->Nr, s->h));
+	} else {
+		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, xout, sl->act, wp(s, l, MT_P_FC2_W), wp(s, l, MT_P_FC2_B), sl->mid, s->N,
+					   s->f, s->h));
+	}
 	return 0;
 }
 
-/* s->dres holds d loss / d res[l + 1] on entry and d loss / d res[l] on return */
+/* s->dres holds d loss / d res[l + 1] on entry and d loss / d res[l] on return (this
+ * rank's Nr rows). With tensor parallelism the row-parallel layers take the output
+ * gradient whole (gathered with SP; their biases from this rank's rows), and the
+ * column-parallel layers' input gradients are partial sums, reduced into s->dln. */
 static int layer_bwd(struct cu *s, int l, struct slot *sl)
 {
 	const struct mt_config *c = s->c;
 	enum mt_dtype dt = s->dt;
-	int rms = c->normalization == MT_NORM_RMSNORM;
-	void *xin = row(s, s->res, l * s->N, s->h);
+	int rms = c->normalization == MT_NORM_RMSNORM, tp = s->tpn > 1;
+	void *xin = row(s, s->res, l * s->Nr, s->h), *dfull, *in;
 	float *gb;
 
 	/* MLP */
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), s->dres, sl->act, s->N, s->f, s->h));
+	if (!(dfull = tp ? tp_gather(s, s->dres, s->h) : s->dres))
+		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dfull, sl->act, s->N, s->f, s->h));
 	if ((gb = gp(s, l, MT_P_FC2_B)))
-		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
 	if (c->swiglu) {
-		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_FC2_W), s->N, s->f, s->h, 0));
+		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_FC2_W), s->N, s->f, s->h, 0));
 		KP(P_ACT, mt_swiglu_bwd(dt, s->dbig, s->dsmall, sl->fc1, s->N, s->f));
 	} else {
-		KP(P_MM_DIN, mt_linear_bwd_in_dgelu(s->lt, dt, s->dbig, s->dres, wp(s, l, MT_P_FC2_W), sl->fc1, s->N, s->f,
+		KP(P_MM_DIN, mt_linear_bwd_in_dgelu(s->lt, dt, s->dbig, dfull, wp(s, l, MT_P_FC2_W), sl->fc1, s->N, s->f,
 						    s->h));
 	}
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, sl->ln2, s->N, s->h, s->fc1));
+	if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
+		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, in, s->N, s->h, s->fc1));
 	if ((gb = gp(s, l, MT_P_FC1_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
-	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
+	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
+	if (tp && tp_reduce(s, s->dln, s->part, s->h))
+		return -1;
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), s->dln, sl->mid, sl->ln2s,
-		      wp(s, l, MT_P_LN2_W), s->N, s->h, rms, s->scratch));
+		      wp(s, l, MT_P_LN2_W), s->Nr, s->h, rms, s->scratch));
 	/* attention */
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), s->dres, sl->atty, s->N, s->q, s->h));
+	if (!(dfull = tp ? tp_gather(s, s->dres, s->h) : s->dres))
+		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h));
 	if ((gb = gp(s, l, MT_P_PROJ_B)))
-		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->N, s->h, s->scratch));
-	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, s->dres, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
+	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
 	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
 			   (int)s->ng, (int)s->hd, s->dsum));
 	if (c->position_embedding_type == MT_POS_ROPE)
 		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, sl->ln1, s->N, s->h, s->qkv));
+	if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
+		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, in, s->N, s->h, s->qkv));
 	if ((gb = gp(s, l, MT_P_QKV_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
-	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
+	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
+	if (tp && tp_reduce(s, s->dln, s->part, s->h))
+		return -1;
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), s->dln, xin, sl->ln1s,
-		      wp(s, l, MT_P_LN1_W), s->N, s->h, rms, s->scratch));
+		      wp(s, l, MT_P_LN1_W), s->Nr, s->h, rms, s->scratch));
 	return 0;
 }
 
-/* group the batch's positions by token for the embedding backward (a counting sort) */
+/* group the batch's positions by token for the embedding backward (a counting sort);
+ * with tensor parallelism only the tokens of this rank's vocabulary rows, as row
+ * numbers of its shard */
 static int64_t group_tokens(struct cu *s, const int32_t *tokens)
 {
 	int32_t *cnt = s->h_count;
 	int64_t nu = 0, acc = 0;
 
+	if (s->tpn > 1) {
+		for (int64_t n = 0; n < s->N; n++)
+			if (tokens[n] >= s->v0 && tokens[n] < s->v0 + s->V)
+				cnt[tokens[n] - s->v0]++;
+		for (int64_t v = 0; v < s->V; v++) {
+			int32_t k = cnt[v];
+			if (!k)
+				continue;
+			s->h_u[nu] = (int32_t)v;
+			s->h_start[nu] = (int32_t)acc;
+			cnt[v] = (int32_t)acc;
+			acc += k;
+			nu++;
+		}
+		s->h_start[nu] = (int32_t)acc;
+		for (int64_t n = 0; n < s->N; n++)
+			if (tokens[n] >= s->v0 && tokens[n] < s->v0 + s->V)
+				s->h_pos[cnt[tokens[n] - s->v0]++] = (int32_t)n;
+		for (int64_t k = 0; k < nu; k++)
+			cnt[s->h_u[k]] = 0;
+		return nu;
+	}
 	for (int64_t n = 0; n < s->N; n++)
 		cnt[tokens[n]]++;
 	for (int64_t v = 0; v < s->V; v++) {
@@ -804,6 +1120,32 @@ static int64_t group_tokens(struct cu *s, const int32_t *tokens)
 	return nu;
 }
 
+/* NCCL: in the step's last micro-batch, the sequence-parallel replicas at offsets >= lo
+ * have their step's gradient; their sums over the group go onto the communication
+ * stream now, under the rest of the backward pass and ahead of the data-parallel bucket
+ * that holds them (grads_ready, the same stream) */
+static int tp_grads_ready(struct cu *s, int64_t lo)
+{
+	if (!s->tpnccl || !s->tp_last || lo >= s->tp_done)
+		return 0;
+	RT(cudaEventRecord(s->tpev, 0));
+	RT(cudaStreamWaitEvent(s->comm, s->tpev, 0));
+	for (int i = 0; i < s->t->n; i++) {
+		const struct mt_param *q = &s->t->p[i];
+		if (q->tp_grad_reduce && q->offset >= lo && q->offset < s->tp_done &&
+		    mt_nccl_allreduce(s->tpnccl, s->g + q->offset, q->numel, MT_NCCL_F32, s->comm, &s->derr))
+			return tp_failed(s);
+	}
+	s->tp_done = lo;
+	s->tp_pending = 1;
+	return 0;
+}
+
+static int ready(struct cu *s, int64_t lo)
+{
+	return tp_grads_ready(s, lo) || grads_ready(s, lo) ? -1 : 0;
+}
+
 static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, int backward, double *loss)
 {
 	const struct mt_config *c = s->c;
@@ -812,7 +1154,7 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 	int untied = c->untie_embeddings_and_output_weights;
 	void *wout = untied ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
 	float *gout = untied ? gp(s, -1, MT_P_OUTPUT) : gp(s, -1, MT_P_WORD_EMB);
-	void *xL = row(s, s->res, s->L * s->N, s->h);
+	void *xL = row(s, s->res, s->L * s->Nr, s->h), *lnf;
 	int64_t count = 0, nu = 0;
 	double sum = 0;
 
@@ -826,6 +1168,8 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 		}
 		s->next = 0; /* this pass reduces */
 	}
+	s->tp_last = backward == MT_BACKWARD_LAST;
+	s->tp_done = s->t->total;
 	RT(cudaMemcpy(s->tok, tokens, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
 	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
 	if (backward) {
@@ -835,29 +1179,74 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 		RT(cudaMemcpy(s->u_start, s->h_start, (size_t)(nu + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
 		RT(cudaMemcpy(s->u_pos, s->h_pos, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
 	}
-	KP(P_EMBED, mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T, s->h));
+	if (s->tpn > 1) {
+		/* vocabulary-parallel embedding: this rank's rows looked up, the rest zero, the
+		 * partial rows summed (scattered along the sequence with SP), then positions */
+		KP(P_EMBED, mt_embed_fwd_vocab(dt, s->part, s->tok, wp(s, -1, MT_P_WORD_EMB), s->v0, s->V, s->N, s->h));
+		if (tp_reduce(s, s->res, s->part, s->h))
+			return -1;
+		if (wp(s, -1, MT_P_POS_EMB))
+			KP(P_EMBED, mt_embed_pos_add(dt, s->res, wp(s, -1, MT_P_POS_EMB), s->r0, s->Nr, s->T, s->h));
+	} else {
+		KP(P_EMBED, mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T,
+					 s->h));
+	}
 	for (int l = 0; l < s->L; l++)
 		if (layer_fwd(s, l, &s->slots[s->o.recompute_full ? 0 : l]))
 			return -1;
-	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->N, s->h, rms,
+	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->Nr, s->h, rms,
 		      (float)c->norm_epsilon));
+	if (!(lnf = s->tpn > 1 ? tp_gather(s, s->lnf, s->h) : s->lnf))
+		return -1;
 	for (int64_t r0 = 0; r0 < s->N; r0 += s->chunk_rows) {
 		int64_t rows = s->N - r0 < s->chunk_rows ? s->N - r0 : s->chunk_rows;
-		void *x = row(s, s->lnf, r0, s->h);
+		void *x = row(s, lnf, r0, s->h);
+		float gs = count ? (float)(s->scale / (double)count) : 0.0f;
 		KP(P_MM_OUT, mt_linear_fwd(s->lt, dt, s->logits, x, wout, NULL, NULL, rows, s->h, s->V));
-		KP(P_CLASS, mt_classifier(dt, s->logits, s->rowloss + r0, s->tgt + r0, rows, s->V, backward,
-				count ? (float)(s->scale / (double)count) : 0.0f));
+		if (s->tpn > 1) {
+			/* vocabulary-parallel cross-entropy: each rank's row maximum and sum of
+			 * exponentials, the group's from them, then the loss (on the rank holding
+			 * the target) and the gradient of this rank's logits */
+			KP(P_CLASS, mt_classifier_stats(dt, s->logits, s->cmx, s->csum, rows, s->V));
+			if (tp_sync(s, "the tensor-parallel collectives"))
+				return -1;
+			RT(cudaMemcpy(s->h_cmx, s->cmx, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+			RT(cudaMemcpy(s->h_csum, s->csum, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+			for (int64_t n = 0; n < rows; n++)
+				s->h_d[n] = s->h_cmx[n];
+			if (s->tp->allreduce_f64(s->tp->ctx, s->h_d, rows, 1))
+				return tp_failed(s);
+			/* this rank's sum rescaled to the group's maximum, then summed */
+			for (int64_t n = 0; n < rows; n++) {
+				double m = s->h_d[n];
+				s->h_d[n] = (double)s->h_csum[n] * exp((double)s->h_cmx[n] - m);
+				s->h_cmx[n] = (float)m;
+			}
+			if (s->tp->allreduce_f64(s->tp->ctx, s->h_d, rows, 0))
+				return tp_failed(s);
+			for (int64_t n = 0; n < rows; n++)
+				s->h_csum[n] = (float)s->h_d[n];
+			RT(cudaMemcpy(s->cmx, s->h_cmx, (size_t)rows * 4, cudaMemcpyHostToDevice));
+			RT(cudaMemcpy(s->csum, s->h_csum, (size_t)rows * 4, cudaMemcpyHostToDevice));
+			KP(P_CLASS, mt_classifier_vocab(dt, s->logits, s->rowloss + r0, s->tgt + r0, s->cmx, s->csum, s->v0, rows,
+							s->V, backward, gs));
+		} else {
+			KP(P_CLASS, mt_classifier(dt, s->logits, s->rowloss + r0, s->tgt + r0, rows, s->V, backward, gs));
+		}
 		if (backward) {
 			KP(P_MM_OUT, mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V));
-			KP(P_MM_OUT, mt_linear_bwd_in(s->lt, dt, row(s, s->dln, r0, s->h), s->logits, wout, rows, s->h, s->V, 0));
+			KP(P_MM_OUT, mt_linear_bwd_in(s->lt, dt, row(s, s->tpn > 1 ? s->part : s->dln, r0, s->h), s->logits, wout,
+						      rows, s->h, s->V, 0));
 		}
 	}
 	if (backward) {
+		if (s->tpn > 1 && tp_reduce(s, s->dln, s->part, s->h))
+			return -1;
 		KP(P_NORM, mt_norm_bwd(dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL, s->lnfs,
-			      wp(s, -1, MT_P_FINAL_W), s->N, s->h, rms, s->scratch));
+			      wp(s, -1, MT_P_FINAL_W), s->Nr, s->h, rms, s->scratch));
 		/* the data-parallel reduction follows the pass: everything from the final norm
 		 * on, then each layer, then the embeddings (tied to the output layer) */
-		if (grads_ready(s, mt_params_get(s->t, -1, MT_P_FINAL_W)->offset))
+		if (ready(s, mt_params_get(s->t, -1, MT_P_FINAL_W)->offset))
 			return -1;
 		for (int l = (int)s->L - 1; l >= 0; l--) {
 			struct slot *sl = &s->slots[s->o.recompute_full ? 0 : l];
@@ -865,17 +1254,34 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 				return -1;
 			if (layer_bwd(s, l, sl))
 				return -1;
-			if (grads_ready(s, mt_params_get(s->t, l, MT_P_LN1_W)->offset))
+			if (ready(s, mt_params_get(s->t, l, MT_P_LN1_W)->offset))
 				return -1;
 		}
-		KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok, s->u_start,
-			       s->u_pos, nu, s->N, s->T, s->h));
-		if (grads_ready(s, 0))
+		if (s->tpn > 1) {
+			/* the word rows of this rank's vocabulary from every row (gathered with
+			 * SP); the positions from this rank's rows */
+			void *dfull = tp_gather(s, s->dres, s->h);
+			if (!dfull)
+				return -1;
+			KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), NULL, dfull, s->u_tok, s->u_start, s->u_pos, nu,
+						 s->N, s->T, s->h));
+			if (gp(s, -1, MT_P_POS_EMB))
+				KP(P_EMBED, mt_embed_pos_bwd(dt, gp(s, -1, MT_P_POS_EMB), s->dres, s->r0, s->Nr, s->T, s->h));
+		} else {
+			KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok,
+						 s->u_start, s->u_pos, nu, s->N, s->T, s->h));
+		}
+		if (ready(s, 0))
 			return -1;
 	}
+	if (tp_sync(s, "the tensor-parallel collectives"))
+		return -1;
 	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)s->N * sizeof(float), cudaMemcpyDeviceToHost));
 	for (int64_t n = 0; n < s->N; n++)
 		sum += s->h_loss[n];
+	/* with tensor parallelism each row's loss is on the rank holding its target */
+	if (s->tpn > 1 && s->tp->allreduce_f64(s->tp->ctx, &sum, 1, 0))
+		return tp_failed(s);
 	*loss = count ? sum / (double)count : 0;
 	return 0;
 }
@@ -935,6 +1341,8 @@ static int cuda_score_rows(struct mt_backend *b, int64_t rows, const int32_t *to
 	if (rows < 1 || rows > s->B)
 		return mt_err_set(err, MT_EXIT_USAGE, "score_rows: %lld rows, the micro-batch is %lld", (long long)rows,
 				  (long long)s->B);
+	if (s->tpn > 1)
+		return mt_err_set(err, MT_EXIT_USAGE, "score_rows: not with tensor parallelism (evaluate the checkpoint)");
 	if (s->failed || score(s, rows, tokens, targets, real_vocab, out))
 		return mt_err_set(err, MT_EXIT_IO, "CUDA backend: %s", mt_cuda_error());
 	return 0;
@@ -1013,6 +1421,39 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 		return failed_err(s, err);
 	if (s->dp > 1 && reduce_wait(s, b->step, err))
 		return -1;
+	if (s->tpnccl && s->tp_pending) {
+		/* the replicas' sums launched under the backward pass (with data parallelism
+		 * reduce_wait has waited for the same stream) */
+		s->tp_pending = 0;
+		if (s->dp < 2) {
+			if (rt_check(s, cudaEventRecord(s->tpev, s->comm), "cudaEventRecord", __LINE__))
+				return failed_err(s, err);
+			if (mt_nccl_wait(s->tpnccl, s->tpev, "the sequence-parallel gradient all-reduce", b->step, err)) {
+				s->failed = 1;
+				return -1;
+			}
+			if (rt_check(s, cudaStreamWaitEvent(0, s->tpev, 0), "cudaStreamWaitEvent", __LINE__))
+				return failed_err(s, err);
+		}
+	} else if (s->tpn > 1 && !s->tpnccl) {
+		/* sequence parallelism left the replicas' gradients partial on each rank
+		 * (params.h tp_grad_reduce): summed over the group, once a step */
+		for (int i = 0; i < s->t->n; i++) {
+			const struct mt_param *q = &s->t->p[i];
+			if (!q->tp_grad_reduce)
+				continue;
+			if (rt_check(s, cudaMemcpy(s->h_a, s->g + q->offset, (size_t)q->numel * 4, cudaMemcpyDeviceToHost),
+				     "cudaMemcpy", __LINE__))
+				return failed_err(s, err);
+			if (s->tp->allreduce(s->tp->ctx, s->h_a, q->numel)) {
+				tp_failed(s);
+				return failed_err(s, err);
+			}
+			if (rt_check(s, cudaMemcpy(s->g + q->offset, s->h_a, (size_t)q->numel * 4, cudaMemcpyHostToDevice),
+				     "cudaMemcpy", __LINE__))
+				return failed_err(s, err);
+		}
+	}
 	prof_mark(s, P_OPTIM);
 	if ((n1 && mt_grad_sumsq_dev(s->chunks, n1, s->g, sc, s->partial, s->sumsq)) ||
 	    (n2 && mt_grad_sumsq_dev((const struct mt_chunk *)s->chunks + n1, n2, s->g, sc, s->partial + n1, s->sumsq + 1))) {
@@ -1023,6 +1464,21 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 	if (rt_check(s, cudaMemcpy(part, s->sumsq, sizeof(part), cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
 		return failed_err(s, err);
 	sq = (n1 ? part[0] : 0) + (n2 && s->me == 0 ? part[1] : 0);
+	if (s->tpn > 1) {
+		/* each chunk's sum in chunk order, as the device adds them, without the
+		 * replicas another rank counts; then over the group (carrying NaN along) */
+		if (rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)n1 * sizeof(double), cudaMemcpyDeviceToHost),
+			     "cudaMemcpy", __LINE__))
+			return failed_err(s, err);
+		sq = 0;
+		for (int64_t i = 0; i < n1; i++)
+			if (s->chunk_norm[i])
+				sq += s->h_partial[i];
+		if (s->tp->allreduce_f64(s->tp->ctx, &sq, 1, 0)) {
+			tp_failed(s);
+			return failed_err(s, err);
+		}
+	}
 	/* a sum over the ranks carries the non-finite check with it */
 	if (s->zero && s->d->ops->allreduce_f64(s->d, &sq, 1, 0, "the gradient norm", b->step, err)) {
 		s->failed = 1;

@@ -404,10 +404,13 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.b.ops = a->device_cuda ? &mt_backend_cuda : &mt_backend_cpu;
 	tr.b.opt = a->backend;
 	tr.b.opt.quiet = a->quiet;
-	tr.b.opt.dist = tr.d;
+	/* a device backend reduces over the data-parallel group (the world without TP) */
+	tr.b.opt.dist = tr.dpd;
 	tr.b.opt.distributed_optimizer = a->distributed_optimizer;
 	tr.b.opt.bucket_size = a->ddp_bucket_size;
 	tr.b.opt.tp = tr.tpon ? &tr.tp : NULL;
+	tr.b.opt.tp_dist = tr.tpon ? tr.tpd : NULL;
+	tr.b.opt.tp_comm = a->tp_comm;
 	tr.b.opt.label_smoothing = a->label_smoothing;
 	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;

@@ -48,6 +48,7 @@ struct mt_train_args {
 	/* tensor parallelism is dist->tp (its layout made by mt_dist_layout): each rank holds
 	 * its shard of the model (params.h), checkpoints stay logical */
 	int sequence_parallel;          /* --sequence-parallel */
+	int tp_comm;                    /* --tensor-parallel-comm (backend.h MT_TP_COMM_*) */
 	double label_smoothing;         /* --label-smoothing */
 	int64_t ddp_bucket_size;        /* GPU: gradient bucket in elements (0: the backend's default) */
 	int hang_rank;                  /* test hook: this rank (>= 0) stops answering ... */

@@ -35,6 +35,7 @@
 #include "../../kernels/norm.h"
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
+#include "../../kernels/tpsplit.h"
 #include "backend/backend.h"
 #include "model/gpt.h"
 #include "model/optim.h"
@@ -536,6 +537,123 @@ static void test_rope_embed_classifier(enum mt_dtype dt)
 
 /* the classifier on rows long enough for the 16-byte path (odd V: each row starts at a
  * different alignment) */
+/* tpsplit.cu: bias + residual after a row-parallel reduction; the vocabulary-parallel
+ * lookup; positions at a row offset, forward and backward; and the cross-entropy over a
+ * vocabulary split in three (each part's row statistics, combined on the host as the
+ * backend combines them over ranks) against the whole row's */
+static void test_tpsplit(enum mt_dtype dt)
+{
+	int64_t N = 24, h = 40, T = 8, r0 = 5, V = 90, parts = 3, Vl = V / parts;
+	struct buf y = mk(dt, N * h, 1), b = mk(dt, h, 1), r = mk(dt, N * h, 1), wte = mk(dt, Vl * h, 1);
+	struct buf wpe = mk(dt, T * h, 1), x = out(dt, N * h), dx = mk(dt, N * h, 1), gpe = mk(MT_F32, T * h, 1);
+	double *ref = malloc((size_t)(N * V + N * h + T * h) * sizeof(double));
+	int32_t tok[24], tgt[24], *dtok, *dtgt;
+	int64_t v0 = 30;
+
+	for (int64_t k = 0; k < N * h; k++)
+		ref[k] = ((double)y.h[k] + b.h[k % h]) + r.h[k];
+	ok(!mt_bias_residual(dt, y.d, b.d, r.d, N, h), "bias_residual runs");
+	fetch(&y);
+	CHECK(y.h, ref, N * h, dt, "bias + residual");
+	for (int n = 0; n < N; n++)
+		tok[n] = (int32_t)((n * 37 + 11) % V);
+	cudaMalloc((void **)&dtok, sizeof(tok));
+	cudaMalloc((void **)&dtgt, sizeof(tgt));
+	cudaMemcpy(dtok, tok, sizeof(tok), cudaMemcpyHostToDevice);
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < h; i++)
+			ref[n * h + i] = tok[n] >= v0 && tok[n] < v0 + Vl ? wte.h[(tok[n] - v0) * h + i] : 0;
+	ok(!mt_embed_fwd_vocab(dt, x.d, dtok, wte.d, v0, Vl, N, h), "embed_fwd_vocab runs");
+	fetch(&x);
+	ok(relerr(x.h, ref, N * h) == 0, "vocabulary-parallel lookup %s: exact, zeros outside the rows", dn(dt));
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < h; i++)
+			ref[n * h + i] = (double)x.h[n * h + i] + wpe.h[((r0 + n) % T) * h + i];
+	ok(!mt_embed_pos_add(dt, x.d, wpe.d, r0, N, T, h), "embed_pos_add runs");
+	fetch(&x);
+	CHECK(x.h, ref, N * h, dt, "positions at a row offset");
+	for (int64_t k = 0; k < T * h; k++)
+		ref[k] = gpe.h[k];
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < h; i++)
+			ref[((r0 + n) % T) * h + i] += dx.h[n * h + i];
+	ok(!mt_embed_pos_bwd(dt, gpe.d, dx.d, r0, N, T, h), "embed_pos_bwd runs");
+	fetch(&gpe);
+	CHECK(gpe.h, ref, T * h, MT_F32, "position gradient at a row offset");
+	{
+		/* the whole row's loss and gradient, then each part's from the combined stats */
+		struct buf lg = mk(dt, N * V, 5), loss = out(MT_F32, N);
+		float *mx = malloc((size_t)(N * parts * 2) * sizeof(float)), *sm = mx + N * parts;
+		float gmx[24], gsum[24], *dmx, *dsum;
+		double rl[24], *rg = ref, got_loss[24] = { 0 };
+		int count = 0;
+		struct buf part[3];
+		for (int n = 0; n < N; n++) {
+			tgt[n] = n % 7 == 3 ? -1 : (int32_t)((n * 53 + 2) % V);
+			count += tgt[n] >= 0;
+		}
+		cudaMemcpy(dtgt, tgt, sizeof(tgt), cudaMemcpyHostToDevice);
+		for (int64_t n = 0; n < N; n++) {
+			const float *z = lg.h + n * V;
+			double m = -1e300, t = 0;
+			for (int64_t v = 0; v < V; v++)
+				m = fmax(m, z[v]);
+			for (int64_t v = 0; v < V; v++)
+				t += exp(z[v] - m);
+			rl[n] = tgt[n] < 0 ? 0 : log(t) + m - z[tgt[n]];
+			for (int64_t v = 0; v < V; v++)
+				rg[n * V + v] = tgt[n] < 0 ? 0 : (exp(z[v] - m) / t - (v == tgt[n])) / count;
+		}
+		cudaMalloc((void **)&dmx, sizeof(gmx));
+		cudaMalloc((void **)&dsum, sizeof(gsum));
+		for (int p = 0; p < parts; p++) {
+			/* part p: columns [p Vl, (p+1) Vl) of each row */
+			part[p] = out(dt, N * Vl);
+			for (int64_t n = 0; n < N; n++)
+				cudaMemcpy((char *)part[p].d + (size_t)(n * Vl) * esz(dt), (char *)lg.d + (size_t)(n * V + p * Vl) * esz(dt),
+					   (size_t)Vl * esz(dt), cudaMemcpyDeviceToDevice);
+			ok(!mt_classifier_stats(dt, part[p].d, dmx, dsum, N, Vl), "classifier_stats runs (part %d)", p);
+			cudaMemcpy(mx + p * N, dmx, sizeof(gmx), cudaMemcpyDeviceToHost);
+			cudaMemcpy(sm + p * N, dsum, sizeof(gsum), cudaMemcpyDeviceToHost);
+		}
+		for (int64_t n = 0; n < N; n++) {
+			double m = -1e300, t = 0;
+			for (int p = 0; p < parts; p++)
+				m = fmax(m, mx[p * N + n]);
+			for (int p = 0; p < parts; p++)
+				t += (double)sm[p * N + n] * exp((double)mx[p * N + n] - m);
+			gmx[n] = (float)m;
+			gsum[n] = (float)t;
+		}
+		cudaMemcpy(dmx, gmx, sizeof(gmx), cudaMemcpyHostToDevice);
+		cudaMemcpy(dsum, gsum, sizeof(gsum), cudaMemcpyHostToDevice);
+		for (int p = 0; p < parts; p++) {
+			ok(!mt_classifier_vocab(dt, part[p].d, loss.d, dtgt, dmx, dsum, p * Vl, N, Vl, 1, 1.0f / (float)count),
+			   "classifier_vocab runs (part %d)", p);
+			fetch(&loss), fetch(&part[p]);
+			for (int64_t n = 0; n < N; n++) {
+				got_loss[n] += loss.h[n];
+				for (int64_t v = 0; v < Vl; v++)
+					lg.h[n * V + p * Vl + v] = part[p].h[n * Vl + v];
+			}
+			drop(&part[p]);
+		}
+		{
+			float gl[24];
+			for (int n = 0; n < N; n++)
+				gl[n] = (float)got_loss[n];
+			CHECK(gl, rl, N, dt, "vocabulary-parallel loss");
+		}
+		CHECK(lg.h, rg, N * V, dt, "vocabulary-parallel gradient");
+		cudaFree(dmx), cudaFree(dsum);
+		free(mx);
+		drop(&lg), drop(&loss);
+	}
+	cudaFree(dtok), cudaFree(dtgt);
+	drop(&y), drop(&b), drop(&r), drop(&wte), drop(&wpe), drop(&x), drop(&dx), drop(&gpe);
+	free(ref);
+}
+
 static void test_classifier_wide(enum mt_dtype dt, int V)
 {
 	int N = 9, count = 0;
@@ -971,6 +1089,7 @@ int main(void)
 		test_act(dt, 70);
 		test_act(dt, 96);
 		test_rope_embed_classifier(dt);
+		test_tpsplit(dt);
 		test_classifier_wide(dt, 9001);
 		test_classifier_wide(dt, 50257); /* rows in registers in bf16, two reads in fp32 */
 		test_classifier_wide(dt, 70001); /* two reads in both */
