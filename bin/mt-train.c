@@ -461,9 +461,6 @@ int main(int argc, char **argv)
 		if (mt_params_build_tp(&pt, &a.cfg, (int)tp, 0, a.sequence_parallel, &e))
 			mt_die_err(&e);
 		mt_params_free(&pt);
-		if (device && (a.backend.precision == MT_PREC_FP16 || a.distributed_optimizer))
-			mt_die(MT_EXIT_USAGE, "--tensor-model-parallel-size %lld on the CUDA backend: fp32 and bf16 without "
-			       "--use-distributed-optimizer so far (--device cpu has both)", tp);
 	}
 	if (device && a.label_smoothing > 0)
 		mt_die(MT_EXIT_USAGE, "--label-smoothing: the CUDA backend does not smooth labels yet (add --device cpu)");

@@ -2,8 +2,8 @@
 # Tensor parallelism on the CUDA backend, with two ranks sharing one GPU: their split
 # points go through host memory and MPI (the CUDA TP path's arithmetic, without NCCL,
 # which refuses two ranks of one communicator on one GPU), against TP=1 on the same GPU.
-# GPT-2 style and Llama style, with and without sequence parallelism, fp32 and bf16;
-# bit-identical reruns; the checkpoint resumed on the CPU at another layout. Every test
+# GPT-2 style and Llama style, with and without sequence parallelism, fp32, bf16 and fp16,
+# full recompute; bit-identical reruns; the checkpoint resumed on the CPU at another layout. Every test
 # is tagged gpu and skips where no GPU is found (CI has none); multi-GPU runs over NCCL
 # belong to the multi-GPU benchmarks.
 load helpers
@@ -80,10 +80,16 @@ fields() {
 }
 
 # bats test_tags=gpu
-@test "gpu: tensor parallelism on the CUDA backend refuses fp16 and the distributed optimizer, before any work" {
+@test "gpu: TP=2 with fp16 loss scaling and with full recompute follows TP=1 (found-inf agreed by the group)" {
 	need_gpu
-	run -2 --separate-stderr mpiexec -n 2 mt-train "${TINY[@]}" --train-iters 1 --tensor-model-parallel-size 2 --fp16
-	[[ $stderr == *"fp32 and bf16 without --use-distributed-optimizer so far"* ]] || { echo "$stderr"; false; }
+	A=("${TINY[@]}" "${LLAMA[@]}" --fp16 --initial-loss-scale 4096 --train-iters 10)
+	mt-train "${A[@]}" --log-json one.jsonl
+	mpiexec -n 2 mt-train "${A[@]}" --tensor-model-parallel-size 2 --sequence-parallel --log-json tp.jsonl
+	close tp.jsonl one.jsonl 2e-2
+	A=("${TINY[@]}" "${LLAMA[@]}" --train-iters 6 --recompute-granularity full)
+	mt-train "${A[@]}" --log-json rone.jsonl
+	mpiexec -n 2 mt-train "${A[@]}" --tensor-model-parallel-size 2 --sequence-parallel --log-json rtp.jsonl
+	close rtp.jsonl rone.jsonl 1e-4
 }
 
 # bats test_tags=gpu

@@ -601,10 +601,8 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	if (mt_ddp_plan_init(&s->plan, t, s->o.bucket_size > 0 ? s->o.bucket_size : MT_DDP_BUCKET_DEFAULT, s->dp, s->me,
 			     s->zero, err))
 		return -1;
-	if (mt_tp_on(s->o.tp) && (s->o.precision == MT_PREC_FP16 || s->zero || s->o.inference))
-		return mt_err_set(err, MT_EXIT_USAGE, "tensor parallelism on the CUDA backend: fp32 and bf16 without the "
-				  "distributed optimizer so far (%s)", s->o.precision == MT_PREC_FP16 ? "--fp16 asked" :
-				  s->zero ? "--use-distributed-optimizer asked" : "evaluation");
+	if (mt_tp_on(s->o.tp) && s->o.inference)
+		return mt_err_set(err, MT_EXIT_USAGE, "tensor parallelism on the CUDA backend: not for evaluation");
 	/* before anything makes a CUDA context; tensor-parallel ranks alone may share a GPU
 	 * (their collectives go through host memory) */
 	if (s->dp > 1 && pick_gpu(s, n, err))
@@ -851,8 +849,8 @@ static void cuda_zero_grad(struct mt_backend *b)
 
 /* ---- tensor parallelism's split points, staged through host memory ---- */
 
-/* n elements of the compute type on the device <-> floats on the host (bf16 rounded to
- * nearest even, as the device rounds) */
+/* n elements of the compute type on the device <-> floats on the host (bf16 and fp16
+ * rounded to nearest even, as the device rounds) */
 static int st_d2h(struct cu *s, float *h, const void *d, int64_t n)
 {
 	if (s->dt == MT_F32) {
@@ -860,6 +858,14 @@ static int st_d2h(struct cu *s, float *h, const void *d, int64_t n)
 		return 0;
 	}
 	RT(cudaMemcpy(s->h_16, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
+	if (s->dt == MT_F16) {
+		for (int64_t i = 0; i < n; i++) {
+			_Float16 x;
+			memcpy(&x, &s->h_16[i], 2);
+			h[i] = (float)x;
+		}
+		return 0;
+	}
 	for (int64_t i = 0; i < n; i++) {
 		uint32_t u = (uint32_t)s->h_16[i] << 16;
 		memcpy(&h[i], &u, 4);
@@ -873,7 +879,11 @@ static int st_h2d(struct cu *s, void *d, const float *h, int64_t n)
 		RT(cudaMemcpy(d, h, (size_t)n * 4, cudaMemcpyHostToDevice));
 		return 0;
 	}
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = 0; i < n && s->dt == MT_F16; i++) {
+		_Float16 x = (_Float16)h[i]; /* round to nearest even, as the device's __float2half_rn */
+		memcpy(&s->h_16[i], &x, 2);
+	}
+	for (int64_t i = 0; i < n && s->dt == MT_BF16; i++) {
 		uint32_t u;
 		memcpy(&u, &h[i], 4);
 		s->h_16[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40)
@@ -1466,23 +1476,24 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 	sq = (n1 ? part[0] : 0) + (n2 && s->me == 0 ? part[1] : 0);
 	if (s->tpn > 1) {
 		/* each chunk's sum in chunk order, as the device adds them, without the
-		 * replicas another rank counts; then over the group (carrying NaN along) */
-		if (rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)n1 * sizeof(double), cudaMemcpyDeviceToHost),
-			     "cudaMemcpy", __LINE__))
+		 * replicas another tensor-parallel rank counts (ZeRO: the leftovers on rank 0) */
+		if (rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)(n1 + n2) * sizeof(double),
+					   cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
 			return failed_err(s, err);
 		sq = 0;
-		for (int64_t i = 0; i < n1; i++)
-			if (s->chunk_norm[i])
+		for (int64_t i = 0; i < n1 + n2; i++)
+			if (s->chunk_norm[i] && (i < n1 || s->me == 0))
 				sq += s->h_partial[i];
-		if (s->tp->allreduce_f64(s->tp->ctx, &sq, 1, 0)) {
-			tp_failed(s);
-			return failed_err(s, err);
-		}
 	}
-	/* a sum over the ranks carries the non-finite check with it */
+	/* a sum over the ranks carries the non-finite check with it: the data-parallel
+	 * shards (ZeRO), then the tensor-parallel group */
 	if (s->zero && s->d->ops->allreduce_f64(s->d, &sq, 1, 0, "the gradient norm", b->step, err)) {
 		s->failed = 1;
 		return -1;
+	}
+	if (s->tpn > 1 && s->tp->allreduce_f64(s->tp->ctx, &sq, 1, 0)) {
+		tp_failed(s);
+		return failed_err(s, err);
 	}
 	if (!isfinite(sq)) {
 		int dynamic = s->o.precision == MT_PREC_FP16 && !(s->o.loss_scale > 0);
