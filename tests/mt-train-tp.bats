@@ -145,3 +145,28 @@ fields() {
 	run -2 --separate-stderr mt-train "${GPT[@]}" --train-iters 1 --label-smoothing 1
 	[[ $stderr == *"--label-smoothing must be in [0, 1)"* ]]
 }
+
+@test "with tensor parallelism: a signal to one rank saves and stops all at one step; the run resumes at TP=2" {
+	M=("${GPT[@]}" --train-iters 100000 --log-interval 100000)
+	MT_TEST_TAG=tpsig$$ mpiexec -n 2 mt-train "${M[@]}" --tensor-model-parallel-size 2 --sequence-parallel --save ck 2> err.txt &
+	pid=$!
+	for _ in $(seq 1 100); do [ -n "$(rank_pid tpsig$$ 1)" ] && break; sleep 0.1; done
+	sleep 2
+	kill -USR1 "$(rank_pid tpsig$$ 1)"
+	wait "$pid"
+	it=$(cat ck/latest)
+	[ "$it" -gt 0 ] && [ "$it" -lt 100000 ]
+	run -0 mpiexec -n 2 mt-train "${M[@]}" --tensor-model-parallel-size 2 --sequence-parallel --train-iters $((it + 2)) \
+		--save ck --load ck
+	[ "$(cat ck/latest)" = $((it + 2)) ]
+}
+
+@test "with tensor parallelism: a rank that hangs is named with its coordinates within the timeout" {
+	M=("${GPT[@]}" --train-iters 20 --distributed-timeout-seconds 3)
+	SECONDS=0
+	MT_TEST_HANG_RANK=1 MT_TEST_HANG_STEP=3 run ! --separate-stderr timeout 60 mpiexec -n 4 mt-train "${M[@]}" \
+		--tensor-model-parallel-size 2
+	echo "status $status after $SECONDS s; stderr: $stderr"
+	[ "$SECONDS" -lt 40 ]
+	[[ $stderr == *"rank 1 (tp 1, dp 0, pp 0)"* ]]
+}
