@@ -473,9 +473,13 @@ int main(int argc, char **argv)
 		ea.sequence_parallel = a.sequence_parallel && tp > 1;
 		/* Megatron: --recompute-activations sets the granularity to selective */
 		ea.recompute = recompute_act ? MT_RECOMPUTE_SELECTIVE : recompute;
+		ea.pipeline = a.pipeline;
+		ea.pp_schedule = a.pp_schedule;
+		ea.pp_group = a.pp_group;
 		if (mt_estimate(&ea, &est, &e))
 			mt_die_err(&e);
 		mt_estimate_print(stdout, &ea, &est);
+		mt_estimate_free(&est);
 		return 0;
 	}
 	/* after --dry-run, which sizes GPU runs on machines without one */

@@ -172,3 +172,24 @@ for f, s in (("pp4.jsonl", "1f1b"), ("vp.jsonl", "interleaved"), ("zb.jsonl", "z
 		--distributed-timeout-seconds 3
 	[[ $stderr == *"from rank 2 (tp 0, dp 0, pp 2) at step 2 did not complete within 3 s"* ]] || { echo "$stderr"; false; }
 }
+
+@test "--dry-run per stage: parameters, activations in flight for the schedule, bubble, point-to-point bytes" {
+	D=("${GPT[@]}" --train-iters 1 --dry-run --world-size 8 --num-layers 8 --pipeline-model-parallel-size 4)
+	run -0 --separate-stderr mt-train "${D[@]}"
+	echo "$output"
+	[[ $output == *"pipeline: 4 stages x 1 model chunk(s), schedule 1f1b, 2 micro-batches a step: bubble (p-1)/m = 1.5000"* ]]
+	# 2 micro-batches a data-parallel rank: the first stage keeps both, the last one
+	[[ $output == *$'\n0\t0..1\t'*$'\t2.00\t'* ]]
+	[[ $output == *$'\n3\t6..7\t'*$'\t1.00\t'* ]]
+	[[ $output == *"busiest stage: "* ]]
+	run -0 --separate-stderr mt-train "${D[@]}" --world-size 4 --num-layers-per-virtual-pipeline-stage 1
+	[[ $output == *"schedule interleaved, 4 micro-batches a step: bubble (p-1)/(v m) = 0.3750"* ]]
+	[[ $output == *$'\n0\t0..0,4..4\t'* ]]
+	run -0 --separate-stderr mt-train "${D[@]}" --pipeline-schedule zb-h1
+	[[ $output == *"schedule zb-h1"*"= 0.5000 of the ideal step"* ]]
+	# the full-size plan of the 175B template
+	run -0 --separate-stderr env MT_DRY_RUN=1 MT_BIN="$MT_BUILD/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
+		bash "$MT_ROOT/templates/gpt-175b.sbatch"
+	[[ $output == *"ranks: 1024 = tensor 8 x data 8 x pipeline 16"* ]]
+	[[ $output == *"pipeline: 16 stages x 1 model chunk(s), schedule 1f1b, 192 micro-batches a step"* ]]
+}
