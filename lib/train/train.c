@@ -24,9 +24,9 @@ volatile sig_atomic_t mt_train_stop_requested;
 
 struct trainer {
 	const struct mt_train_args *a;
-	struct mt_params t;             /* this rank's: its tensor-parallel shard (params.h) */
-	/* what checkpoints hold: the logical table and config (the vocabulary padded as for
-	 * one rank), the same as t and a->cfg without tensor parallelism */
+	struct mt_params t;             /* this rank's: its part of the model (params.h) */
+	/* what checkpoints hold: the logical table and config (the vocabulary padded as this
+	 * layout pads it), the same as t and a->cfg without tensor or pipeline parallelism */
 	struct mt_params lt_own;
 	const struct mt_params *lt;
 	struct mt_config lcfg;
@@ -409,38 +409,50 @@ static int load(struct trainer *tr, struct mt_err *err)
 		return mt_err_prefix(err, "checkpoint '%s'", dir);
 	}
 	if (c.num_layers != tr->lcfg.num_layers || c.hidden_size != tr->lcfg.hidden_size ||
-	    c.padded_vocab_size != tr->lcfg.padded_vocab_size) {
+	    c.vocab_size != tr->lcfg.vocab_size) {
 		mt_ckpt_loaded_free(&st);
 		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
-				  dir, c.num_layers, c.hidden_size, (long long)c.padded_vocab_size);
+				  dir, c.num_layers, c.hidden_size, (long long)c.vocab_size);
 	}
 	/* every rank reads the whole file; with ZeRO each keeps its shard of the moments, so
 	 * a run resumes with any number of data-parallel ranks (dp.c's shard, or the device
 	 * backend's, which takes it from the whole buffers) */
 	int dpzero = tr->a->distributed_optimizer && tr->have_dp;
-	if (tr->split) {
-		/* the logical tensors, then this rank's slices of them (any layout reads
-		 * any checkpoint) */
-		int64_t n = tr->lt->total;
-		float *lw = malloc((size_t)n * sizeof(float)), *lm = calloc((size_t)n, sizeof(float));
-		float *lv = calloc((size_t)n, sizeof(float));
-		int bad = !lw || !lm || !lv;
+	int direct = !tr->split && c.padded_vocab_size == tr->lcfg.padded_vocab_size;
+	if (!direct) {
+		/* the logical tensors of the checkpoint's own table (its vocabulary padded for
+		 * the layout that wrote it), then this rank's part of them: any layout reads any
+		 * checkpoint, padding rows one has and the other lacks dropped or zero */
+		struct mt_config cc = tr->lcfg;
+		struct mt_params ct;
+		float *lw = NULL, *lm = NULL, *lv = NULL;
+		int bad;
+		cc.padded_vocab_size = c.padded_vocab_size;
+		if (mt_params_build(&ct, &cc, err)) {
+			mt_ckpt_loaded_free(&st);
+			return mt_err_prefix(err, "checkpoint '%s'", dir);
+		}
+		lw = malloc((size_t)ct.total * sizeof(float));
+		lm = calloc((size_t)ct.total, sizeof(float));
+		lv = calloc((size_t)ct.total, sizeof(float));
+		bad = !lw || !lm || !lv;
 		if (bad)
 			mt_err_set(err, MT_EXIT_IO, "%s: out of memory loading '%s'", tr->d->where, dir);
 		else
-			bad = mt_ckpt_load(dir, tr->lt, lw, st.has_optimizer ? lm : NULL, st.has_optimizer ? lv : NULL, 0, err);
+			bad = mt_ckpt_load(dir, &ct, lw, st.has_optimizer ? lm : NULL, st.has_optimizer ? lv : NULL, 0, err);
 		if (!bad) {
-			mt_params_slice(&tr->t, tr->d->tp_rank, tr->lt, lw, tr->w, 0);
-			mt_params_slice(&tr->t, tr->d->tp_rank, tr->lt, lm, tr->m, 0);
-			mt_params_slice(&tr->t, tr->d->tp_rank, tr->lt, lv, tr->v, 0);
+			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lw, tr->w, 0);
+			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lm, tr->m, 0);
+			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lv, tr->v, 0);
 		}
 		free(lw), free(lm), free(lv);
+		mt_params_free(&ct);
 		if (bad) {
 			mt_ckpt_loaded_free(&st);
 			return -1;
 		}
 	}
-	if ((!tr->split &&
+	if ((direct &&
 	     mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err)) ||
 	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !dpzero ? tr->m : NULL,
 				  st.has_optimizer && !dpzero ? tr->v : NULL, err)) {
@@ -586,7 +598,9 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				  tr.d->pp, a->pipeline.size);
 	if (tr.d->tp > 1 || tr.ppon) {
 		/* tensor and pipeline parallelism: this rank's part of the model; the logical
-		 * table (vocabulary padded as for one rank) for checkpoints */
+		 * table for checkpoints, its vocabulary padded as this layout pads it (Megatron's
+		 * multiple of divisible-by x TP: the padding rows train too, through the softmax,
+		 * so a run resumes exactly only with its own) */
 		const struct mt_pp_split whole = { 1, 1, 0, 0 };
 		tr.tpd = mt_dist_group(tr.d, MT_GROUP_TP);
 		tr.dpd = mt_dist_group(tr.d, MT_GROUP_DP);
@@ -599,7 +613,6 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			return -1;
 		tr.tpon = tr.d->tp > 1;
 		tr.split = 1;
-		tr.lcfg.padded_vocab_size = mt_config_padded_vocab(a->cfg.vocab_size, a->cfg.make_vocab_size_divisible_by, 1);
 		if (mt_params_build_stage(&tr.t, &a->cfg, tr.d->tp, tr.d->tp_rank, a->sequence_parallel,
 					  tr.ppon ? &a->pipeline : &whole, tr.d->pp_rank, err) ||
 		    mt_params_build(&tr.lt_own, &tr.lcfg, err)) {
