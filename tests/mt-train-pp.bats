@@ -55,7 +55,8 @@ fields() {
 	python3 -c 'import json,sys; [print(json.dumps({k: d[k] for k in ("iteration", "loss", "lr", "grad_norm")})) for d in map(json.loads, open(sys.argv[1]))]' "$1"
 }
 
-# every schedule of the acceptance list against one process, for one model
+# every schedule of the acceptance list against one process, for one model ($EXTRA3D:
+# more flags for the 3D run)
 schedules() {
 	M=("$@" --train-iters 10)
 	mt-train "${M[@]}" --log-json one.jsonl
@@ -70,7 +71,7 @@ schedules() {
 	mpiexec -n 2 mt-train "${M[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --log-json zb.jsonl
 	close one.jsonl zb.jsonl
 	mpiexec -n 8 mt-train "${M[@]}" --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
-		--use-distributed-optimizer --log-json 3d.jsonl
+		--use-distributed-optimizer ${EXTRA3D:-} --log-json 3d.jsonl
 	close one.jsonl 3d.jsonl
 	# the log says which schedule ran and what each stage measured
 	python3 -c '
@@ -82,7 +83,8 @@ for f, s in (("pp4.jsonl", "1f1b"), ("vp.jsonl", "interleaved"), ("zb.jsonl", "z
 }
 
 @test "GPT-2-style (tied embeddings): PP=2 and PP=4 (1F1B), PP=2 x 2 virtual stages, PP=2 ZB-H1, TP=2 x PP=2 x DP=2, within 1e-5 of one process" {
-	schedules "${GPT[@]}"
+	# the 3D run with sequence parallelism: the stages send each other sequence shards
+	EXTRA3D=--sequence-parallel schedules "${GPT[@]}"
 	# the comparison can fail: another seed is another model
 	mt-train "${GPT[@]}" --train-iters 10 --seed 7 --log-json other.jsonl
 	run ! close one.jsonl other.jsonl
@@ -163,6 +165,25 @@ for f, s in (("pp4.jsonl", "1f1b"), ("vp.jsonl", "interleaved"), ("zb.jsonl", "z
 		--decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 1 --log-json un.jsonl
 	mt-train "${M[@]}" --global-batch-size 6 --log-json one6.jsonl
 	close one6.jsonl un.jsonl
+}
+
+@test "SIGTERM to one stage: every stage stops after the same step, the checkpoint is whole and resumes" {
+	M=("${GPT[@]}" --train-iters 100000 --log-interval 100000)
+	MT_TEST_TAG=sig$$ mpiexec -n 4 mt-train "${M[@]}" --pipeline-model-parallel-size 4 --save A 2> err.txt &
+	pid=$!
+	# the last stage's rank, once the run is stepping
+	for _ in $(seq 1 100); do [ -n "$(rank_pid sig$$ 3)" ] && break; sleep 0.1; done
+	sleep 2
+	kill -TERM "$(rank_pid sig$$ 3)"
+	wait "$pid"
+	cat err.txt
+	it=$(cat A/latest)
+	[ "$it" -gt 0 ] && [ "$it" -lt 100000 ]
+	run -0 ckpt-hash A
+	[[ $output == "iteration $it "* ]]
+	# one process resumes the 4 stages' checkpoint
+	mt-train "${M[@]}" --train-iters $((it + 2)) --load A --save A
+	[ "$(cat A/latest)" = $((it + 2)) ]
 }
 
 @test "a stage that stops answering is named by its neighbours within the timeout, and the job ends" {
