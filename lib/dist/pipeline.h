@@ -2,8 +2,8 @@
  *
  * It walks a stage's action list: receives are posted into its own buffers, a forward
  * or backward pass waits for its input and is handed it, its output goes into a buffer
- * of the executor that is sent without waiting, and sends complete while later work
- * runs. The passes themselves are the caller's (struct mt_pp_ops: the trainer's, over a
+ * of the executor that is sent without waiting, and a send is waited for only when its
+ * buffer is needed again (or at the end of the step). The passes themselves are the caller's (struct mt_pp_ops: the trainer's, over a
  * backend), so this file knows no model. Messages between stages have shapes fixed for
  * the run (elems floats: rows x hidden size, the rows of a sequence shard with sequence
  * parallelism), so no shape is exchanged. Every wait is bounded by the group's timeout
