@@ -3,13 +3,13 @@
  * It walks a stage's action list: receives are posted into its own buffers, a forward
  * or backward pass waits for its input and is handed it, its output goes into a buffer
  * of the executor that is sent without waiting, and a send is waited for only when its
- * buffer is needed again (or at the end of the step). The passes themselves are the caller's (struct mt_pp_ops: the trainer's, over a
- * backend), so this file knows no model. Messages between stages have shapes fixed for
- * the run (elems floats: rows x hidden size, the rows of a sequence shard with sequence
- * parallelism), so no shape is exchanged. Every wait is bounded by the group's timeout
- * and a wait that runs past it names this rank, the stage it waited for, the micro-
- * batch and the step. Time spent computing and waiting is counted for the bubble's
- * measurement. */
+ * buffer is needed again (or at the end of the step). The passes themselves are the
+ * caller's (struct mt_pp_ops: the trainer's, over a backend), so this file knows no
+ * model. Messages between stages have shapes fixed for the run (elems floats: rows x
+ * hidden size, the rows of a sequence shard with sequence parallelism), so no shape is
+ * exchanged. Every wait is bounded by the group's timeout and a wait that runs past it
+ * names this rank, the stage it waited for, the micro-batch and the step. Time spent
+ * computing and waiting is counted for the bubble's measurement. */
 #ifndef MT_PIPELINE_H
 #define MT_PIPELINE_H
 
