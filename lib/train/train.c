@@ -300,6 +300,7 @@ static int mp_gather(struct trainer *tr, float *w, float *m, float *v, float *lw
 		     struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
+	const struct mt_pp_split whole = { 1, 1, 0, 0 };
 	struct mt_dist *g = tr->ppon ? tr->mpd : tr->tpd;
 	int n = g->world, T = tr->d->tp, rc = 0, built = 0;
 	struct mt_params *tabs = calloc((size_t)n, sizeof(*tabs));
@@ -311,8 +312,8 @@ static int mp_gather(struct trainer *tr, float *w, float *m, float *v, float *lw
 		goto out;
 	}
 	for (; built < n; built++) {
-		if (mt_params_build_stage(&tabs[built], &a->cfg, T, built % T, a->sequence_parallel, &a->pipeline,
-					  built / T, err)) {
+		if (mt_params_build_stage(&tabs[built], &a->cfg, T, built % T, a->sequence_parallel,
+					  tr->ppon ? &a->pipeline : &whole, built / T, err)) {
 			rc = -1;
 			goto out;
 		}
