@@ -182,7 +182,7 @@ sys.stdout.write("\0".join(out))'
 	# sequence 32, TP 2 x PP 4 (DP 1) on the CPU, 8 micro-batches a step after a rampup from 4
 	id=$(sbatch --parsable --nodes=1 --ntasks=8 --ntasks-per-node=8 --gpus-per-node=0 --cpus-per-task=1 \
 		--chdir="$T" --output="$T/job.out" \
-		--export=ALL,MT_BIN="$MT_BUILD/bin",MT_SLURM="$MT_ROOT/slurm",CONFIG="$MT_ROOT/share/configs/gpt-175b.conf",DATA="$T/blend.txt","TOKENIZER=--tokenizer-type NullTokenizer --vocab-size 64",CKPT="$T/ck",LOGS="$T/logs",DATA_CACHE="$S/cache175",LAYERS=8,HIDDEN=64,HEADS=4,SEQ=32,TP=2,PP=4,DEVICE=cpu,PRECISION=,GLOBAL_BATCH=8,"RAMPUP=4 4 64",TRAIN_SAMPLES=1600,WARMUP_SAMPLES=80,DECAY_SAMPLES=1600,SAVE_INTERVAL=50,EVAL_INTERVAL=100,LOG_INTERVAL=10,"EXTRA=--distributed-timeout-seconds 120" \
+		--export=ALL,MT_BIN="$MT_BUILD/bin",MT_SLURM="$MT_ROOT/slurm",CONFIG="$MT_ROOT/share/configs/gpt-175b.conf",DATA="$T/blend.txt","TOKENIZER=--tokenizer-type NullTokenizer --vocab-size 64",CKPT="$T/ck",LOGS="$T/logs",DATA_CACHE="$S/cache175",LAYERS=8,HIDDEN=64,HEADS=4,SEQ=32,TP=2,PP=4,DEVICE=cpu,PRECISION=,GLOBAL_BATCH=8,"RAMPUP=4 4 64",TRAIN_SAMPLES=1200,WARMUP_SAMPLES=80,DECAY_SAMPLES=1200,SAVE_INTERVAL=25,EVAL_INTERVAL=100,LOG_INTERVAL=10,"EXTRA=--distributed-timeout-seconds 120" \
 		"$MT_ROOT/templates/gpt-175b.sbatch")
 	# a periodic save first, then what --signal=B:USR1@600 does ten minutes before the end
 	for _ in $(seq 1 900); do [ -s "$T/ck/latest" ] && break; sleep 0.2; done
@@ -205,11 +205,11 @@ sys.stdout.write("\0".join(out))'
 	[ "$output" = COMPLETED ]
 	grep -q "ranks: 8 = tensor 2 x data 1 x pipeline 4" "$T/job.out" # the dry run first
 	grep -q "pipeline: 4 stages of 1 model chunk(s), schedule 1f1b" "$T/job.out"
-	# 1600 samples: 16 iterations of 4 in the rampup, then 192 of 8
+	# 1200 samples: 16 iterations of 4 in the rampup, then 142 of 8
 	stopped=$(sed -n 's/.*stopping at iteration \([0-9]*\) (signal).*/\1/p' "$T/job.out")
-	[ "$stopped" -gt 0 ] && [ "$stopped" -lt 208 ]
+	[ "$stopped" -gt 0 ] && [ "$stopped" -lt 158 ]
 	grep -q "loaded checkpoint .* at iteration $stopped" "$T/job.out"
-	[ "$(cat "$T/ck/latest")" = 208 ]
+	[ "$(cat "$T/ck/latest")" = 158 ]
 	# exact resume: the same weights as one uninterrupted run of the same flags
 	mapfile -d '' argv < <(ckpt_argv "$T/ck/iter_$(printf %07d "$stopped")")
 	(cd "$T" && env -u SLURM_CONF mpiexec -n 8 mt-train "${argv[@]}" --save "$T/ref" -q)
