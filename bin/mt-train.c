@@ -1,6 +1,7 @@
-/* mt-train: train a GPT on one GPU (CUDA backend) or the CPU with HDF5 checkpoints
- * (multi-process parallelism comes later behind the same flags). */
+/* mt-train: train a GPT on GPUs (CUDA backend) or CPU ranks with HDF5 checkpoints: data,
+ * tensor and pipeline parallelism behind Megatron's flags (lib/train does the work). */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ enum {
 	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT, O_TP_COMM,
 	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP,
 	O_WARMUP_SAMPLES, O_DECAY_SAMPLES, O_BUCKET,
+	O_PP_SCHEDULE, O_VP_LAYERS, O_VP_STAGES, O_VP_GROUP, O_PP_FIRST, O_PP_LAST,
 };
 
 static const struct mt_option opts[] = {
@@ -105,7 +107,13 @@ static const struct mt_option opts[] = {
 	{ "sequence-parallel", 0, MT_ARG_NONE, O_SEQ_PARALLEL, NULL, "norms and residuals on 1/N of the sequence under tensor parallelism" },
 	{ "tensor-parallel-comm", 0, MT_ARG_REQUIRED, O_TP_COMM, "T", "cuda: auto (default: nccl when each rank has its own GPU), nccl, or host (MPI through host memory; ranks may share a GPU)" },
 	{ "label-smoothing", 0, MT_ARG_REQUIRED, O_LABEL_SMOOTHING, "A", "cross-entropy label smoothing in [0, 1) (cpu; default 0)" },
-	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "only 1 for now" },
+	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "split the layers over N pipeline stages (cpu; default 1)" },
+	{ "pipeline-schedule", 0, MT_ARG_REQUIRED, O_PP_SCHEDULE, "S", "1f1b, interleaved or zb-h1 (default: interleaved with virtual stages, else 1f1b)" },
+	{ "num-layers-per-virtual-pipeline-stage", 0, MT_ARG_REQUIRED, O_VP_LAYERS, "N", "interleaving: model chunks of N layers, several a stage" },
+	{ "num-virtual-stages-per-pipeline-rank", 0, MT_ARG_REQUIRED, O_VP_STAGES, "V", "interleaving: V model chunks a stage" },
+	{ "microbatch-group-size-per-virtual-pipeline-stage", 0, MT_ARG_REQUIRED, O_VP_GROUP, "G", "interleaving: micro-batches a group (default: the stages)" },
+	{ "decoder-first-pipeline-num-layers", 0, MT_ARG_REQUIRED, O_PP_FIRST, "N", "layers of the first stage (the others share the rest)" },
+	{ "decoder-last-pipeline-num-layers", 0, MT_ARG_REQUIRED, O_PP_LAST, "N", "layers of the last stage (the others share the rest)" },
 	{ "use-distributed-optimizer", 0, MT_ARG_NONE, O_DIST_OPT, NULL, "shard the optimizer state over data-parallel ranks (ZeRO-1)" },
 	{ "ddp-bucket-size", 0, MT_ARG_REQUIRED, O_BUCKET, "N", "cuda: gradient elements reduced together, overlapped with the backward pass (default 10000000)" },
 	{ "distributed-timeout-minutes", 0, MT_ARG_REQUIRED, O_DIST_TIMEOUT, "M", "stop when a rank does not answer within M minutes (default 10)" },
@@ -202,6 +210,8 @@ int main(int argc, char **argv)
 	struct mt_err e = { 0 };
 	struct sigaction sa;
 	long long vocab = 0, tp = 1, pp = 1, world = 0, gpn = 8, rampup[3] = { 0, 0, 0 };
+	long long vp_layers = 0, vp_stages = 0;
+	int schedule = -1;
 	enum mt_recompute recompute = MT_RECOMPUTE_NONE;
 	int recompute_act = 0;
 	int id, gqa = 0, dry = 0, device = -1;
@@ -342,6 +352,15 @@ int main(int argc, char **argv)
 		case O_RECOMPUTE_ACT: recompute_act = 1; break;
 		case O_TP: tp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_PP: pp = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_PP_SCHEDULE:
+			if ((schedule = mt_pp_kind_parse(o.arg)) < 0)
+				mt_die_usage(&o, "--pipeline-schedule must be 1f1b, interleaved or zb-h1, not '%s'", o.arg);
+			break;
+		case O_VP_LAYERS: vp_layers = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_VP_STAGES: vp_stages = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_VP_GROUP: a.pp_group = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_PP_FIRST: a.pipeline.first = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_PP_LAST: a.pipeline.last = (int)mt_tool_num(&o, 1, INT_MAX); break;
 		case O_DIST_OPT: a.distributed_optimizer = 1; break;
 		case O_SEQ_PARALLEL: a.sequence_parallel = 1; break;
 		case O_TP_COMM:
@@ -405,6 +424,35 @@ int main(int argc, char **argv)
 	mt_config_defaults(&a.cfg);
 	if (mt_config_validate(&a.cfg, &e))
 		mt_die_err(&e);
+	/* the pipeline: Megatron's virtual stages from layers a chunk or chunks a stage, the
+	 * schedule interleaved with them, 1F1B without; what cannot run is refused here */
+	if (vp_layers && vp_stages)
+		mt_die_usage(&o, "give --num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank, "
+			     "not both");
+	a.pipeline.size = (int)pp;
+	a.pipeline.vp = 1;
+	if (vp_layers) {
+		if (a.cfg.num_layers % pp || (a.cfg.num_layers / pp) % vp_layers)
+			mt_die(MT_EXIT_USAGE, "--num-layers-per-virtual-pipeline-stage %lld does not divide the %d layers of "
+			       "each of the %lld stages (--num-layers %d)", vp_layers, a.cfg.num_layers / (int)pp, pp,
+			       a.cfg.num_layers);
+		a.pipeline.vp = (int)((a.cfg.num_layers / pp) / vp_layers);
+	} else if (vp_stages) {
+		a.pipeline.vp = (int)vp_stages;
+	}
+	a.pp_schedule = schedule >= 0 ? (enum mt_pp_kind)schedule : a.pipeline.vp > 1 ? MT_PP_INTERLEAVED : MT_PP_1F1B;
+	if (pp > 1 || a.pipeline.vp > 1 || a.pipeline.first || a.pipeline.last || schedule >= 0) {
+		struct mt_params pt;
+		a.cfg.padded_vocab_size = mt_config_padded_vocab(a.cfg.vocab_size, a.cfg.make_vocab_size_divisible_by, (int)tp);
+		if (mt_params_build_stage(&pt, &a.cfg, (int)tp, 0, a.sequence_parallel, &a.pipeline, 0, &e))
+			mt_die_err(&e);
+		mt_params_free(&pt);
+		/* the schedule's own rules (the micro-batch counts are checked once the world is
+		 * known) */
+		if (mt_pp_sched_check(a.pp_schedule, (int)pp, a.pipeline.vp, (a.pp_group > 0 ? a.pp_group : (int)pp) * 64,
+				      a.pp_group, &e))
+			mt_die_err(&e);
+	}
 	if (dry) {
 		/* the world: --world-size, else the launcher's, else one */
 		const char *env[] = { "SLURM_NTASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", NULL };
@@ -436,18 +484,22 @@ int main(int argc, char **argv)
 		ea.sequence_parallel = a.sequence_parallel && tp > 1;
 		/* Megatron: --recompute-activations sets the granularity to selective */
 		ea.recompute = recompute_act ? MT_RECOMPUTE_SELECTIVE : recompute;
+		ea.pipeline = a.pipeline;
+		ea.pp_schedule = a.pp_schedule;
+		ea.pp_group = a.pp_group;
 		if (mt_estimate(&ea, &est, &e))
 			mt_die_err(&e);
 		mt_estimate_print(stdout, &ea, &est);
+		mt_estimate_free(&est);
 		return 0;
 	}
-	if (pp != 1)
-		mt_die(MT_EXIT_USAGE, "--pipeline-model-parallel-size %lld: only 1 is supported yet (pipeline parallelism is "
-		       "not supported yet; --dry-run accepts it)", pp);
 	/* after --dry-run, which sizes GPU runs on machines without one */
 	if (device < 0)
 		device = mt_backend_cuda_usable();
 	a.device_cuda = device;
+	if (pp > 1 && device)
+		mt_die(MT_EXIT_USAGE, "--pipeline-model-parallel-size %lld: pipeline parallelism runs on the CPU backend so far "
+		       "(add --device cpu)", pp);
 	if (a.sequence_parallel && tp == 1) {
 		/* Megatron turns it off without tensor parallelism */
 		if (!o.quiet)

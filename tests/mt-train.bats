@@ -89,8 +89,8 @@ setup() {
 @test "flags: required ones, values Megatron allows that mt does not support yet, bad values" {
 	run -2 --separate-stderr mt-train "${TINY[@]}" --train-iters 5
 	[[ $stderr == *"--micro-batch-size is required"* ]]
-	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --pipeline-model-parallel-size 2
-	[[ $stderr == *"only 1 is supported yet"* ]]
+	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --pipeline-model-parallel-size 3
+	[[ $stderr == *"--num-layers 2 is not a multiple of --pipeline-model-parallel-size 3"* ]]
 	# tensor parallelism needs as many ranks (tests/mt-train-tp.bats runs it)
 	run -2 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 2 --train-iters 5 --tensor-model-parallel-size 2
 	[[ $stderr == *"world size 1 is not a multiple of tensor x pipeline parallel size 2 x 1"* ]]

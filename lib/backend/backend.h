@@ -67,6 +67,21 @@ struct mt_backend_ops {
 	 * renormalized (lmeval.h says why). Per-row sums in position order, in double. */
 	int (*score_rows)(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
 			  int real_vocab, struct mt_score_row *out, struct mt_err *err);
+	/* Pipeline parallelism (NULL in a backend without it: mt-train refuses pipeline
+	 * parallelism there). The table given to init is a stage's (params.h: its model
+	 * chunks, first_stage, last_stage); these run model chunk `chunk` of it for one
+	 * micro-batch whose activations stay in slot `slot` until its backward pass (its
+	 * weight pass when split). stage_forward reads the tokens on the model's first
+	 * chunk, in ([rows][hidden], the sequence shard's rows with sequence parallelism)
+	 * elsewhere, and writes out except on the model's last chunk, where it returns the
+	 * mean loss over the *ntargets counted targets (0 elsewhere; NaN on failure).
+	 * stage_backward adds the chunk's gradient from dout (NULL on the last chunk: from
+	 * the loss) and writes din except on the first chunk; split 1 runs the input-gradient
+	 * pass only (opts.split_backward), stage_weight the weight-gradient pass after it. */
+	double (*stage_forward)(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
+				const int32_t *targets, const float *in, float *out, int64_t *ntargets);
+	int (*stage_backward)(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split);
+	int (*stage_weight)(struct mt_backend *b, int chunk, int slot);
 };
 
 /* How a backend computes; the CPU backend reads none of it (fp32 always). The caller
@@ -103,6 +118,10 @@ struct mt_backend_opts {
 	 * its own, else through host memory with tp's operations), _NCCL or _HOST */
 	struct mt_dist *tp_dist;
 	int tp_comm;
+	/* pipeline parallelism: grad_prepare's agreement and norm over every model-parallel
+	 * rank (tensor x pipeline; NULL: over tp), and room for split backward passes */
+	const struct mt_tp *mp;
+	int split_backward;
 };
 
 enum { MT_TP_COMM_AUTO, MT_TP_COMM_NCCL, MT_TP_COMM_HOST };

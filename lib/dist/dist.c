@@ -231,6 +231,24 @@ int mt_dist_reduce_scatter_f32(struct mt_dist *d, const float *send, const int64
 	memcpy(recv, send, (size_t)counts[0] * sizeof(float));
 	return 0;
 }
+/* a world of one has no peer to talk to */
+int mt_dist_isend_f32(struct mt_dist *d, const float *buf, int64_t n, int peer, int tag, struct mt_dist_req *r,
+		      struct mt_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	return mt_err_set(err, MT_EXIT_USAGE, "%s: no rank %d to send to: mt was built without MPI", d->where, peer);
+}
+int mt_dist_irecv_f32(struct mt_dist *d, float *buf, int64_t n, int peer, int tag, struct mt_dist_req *r,
+		      struct mt_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	return mt_err_set(err, MT_EXIT_USAGE, "%s: no rank %d to receive from: mt was built without MPI", d->where, peer);
+}
+int mt_dist_wait(struct mt_dist *d, struct mt_dist_req *r, const char *what, int64_t step, struct mt_err *err)
+{
+	return 0;
+}
+int mt_dist_test(struct mt_dist *d, struct mt_dist_req *r, struct mt_err *err) { return 1; }
 
 #else
 
@@ -700,6 +718,90 @@ int mt_dist_bcast(struct mt_dist *d, void *buf, int64_t n, int root, const char 
 		return mt_err_set(err, MT_EXIT_USAGE, "%s: %lld bytes are too many for one MPI call", d->where, (long long)n);
 	MPI_Ibcast(buf, (int)n, MPI_BYTE, root, COMM(d), &r);
 	return wait_all(d, 1, &r, d->timeout, what, -1, err);
+}
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(((struct mt_dist_req *)0)->mpi), "MPI_Request fits mt_dist_req");
+
+#define TAG_P2P_BASE 8192 /* above the agreement's tag: pipeline messages never match it */
+
+static int p2p_start(struct mt_dist *d, float *buf, int64_t n, int peer, int tag, struct mt_dist_req *r, int send,
+		     struct mt_err *err)
+{
+	MPI_Request q;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (peer < 0 || peer >= d->world || peer == d->rank || n < 0 || n > INT_MAX || tag < 0 || tag > 32767 - TAG_P2P_BASE)
+		return mt_err_set(err, MT_EXIT_USAGE, "%s: a transfer of %lld floats %s rank %d (tag %d) is out of range",
+				  d->where, (long long)n, send ? "to" : "from", peer, tag);
+	rc = send ? MPI_Isend(buf, (int)n, MPI_FLOAT, peer, TAG_P2P_BASE + tag, COMM(d), &q)
+		  : MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, TAG_P2P_BASE + tag, COMM(d), &q);
+	if (rc != MPI_SUCCESS)
+		return mt_err_set(err, MT_EXIT_IO, "%s: starting a transfer %s rank %d failed in MPI", d->where,
+				  send ? "to" : "from", peer);
+	memcpy(r->mpi, &q, sizeof(q));
+	r->active = 1;
+	r->send = send;
+	r->peer = peer;
+	r->n = n;
+	return 0;
+}
+
+int mt_dist_isend_f32(struct mt_dist *d, const float *buf, int64_t n, int peer, int tag, struct mt_dist_req *r,
+		      struct mt_err *err)
+{
+	return p2p_start(d, (float *)buf, n, peer, tag, r, 1, err);
+}
+
+int mt_dist_irecv_f32(struct mt_dist *d, float *buf, int64_t n, int peer, int tag, struct mt_dist_req *r,
+		      struct mt_err *err)
+{
+	return p2p_start(d, buf, n, peer, tag, r, 0, err);
+}
+
+int mt_dist_test(struct mt_dist *d, struct mt_dist_req *r, struct mt_err *err)
+{
+	MPI_Request q;
+	MPI_Status st;
+	int fl = 0, got = 0;
+
+	if (!r->active)
+		return 1;
+	memcpy(&q, r->mpi, sizeof(q));
+	if (MPI_Test(&q, &fl, &st) != MPI_SUCCESS)
+		return mt_err_set(err, MT_EXIT_IO, "%s: a transfer %s rank %d failed in MPI", d->where,
+				  r->send ? "to" : "from", r->peer);
+	memcpy(r->mpi, &q, sizeof(q));
+	if (!fl)
+		return 0;
+	r->active = 0;
+	if (!r->send && (MPI_Get_count(&st, MPI_FLOAT, &got) != MPI_SUCCESS || got != r->n))
+		return mt_err_set(err, MT_EXIT_IO, "%s: rank %d sent %d floats where %lld were expected", d->where, r->peer,
+				  got, (long long)r->n);
+	return 1;
+}
+
+int mt_dist_wait(struct mt_dist *d, struct mt_dist_req *r, const char *what, int64_t step, struct mt_err *err)
+{
+	double t0 = now();
+	char name[64];
+
+	for (long spins = 0;; spins++) {
+		int done = mt_dist_test(d, r, err);
+		if (done < 0)
+			return -1;
+		if (done)
+			return 0;
+		if (d->timeout > 0 && now() - t0 > d->timeout)
+			return mt_err_set(err, MT_EXIT_IO,
+					  "%s: %s %s %s %s at step %lld did not complete within %.0f s: that rank died or hangs",
+					  d->where, r->send ? "sending" : "receiving", what, r->send ? "to" : "from",
+					  peer(d, r->peer, name, sizeof(name)), (long long)step, d->timeout);
+		if (spins > 2000) {
+			struct timespec ts = { 0, 100000 };
+			nanosleep(&ts, NULL);
+		}
+	}
 }
 
 #endif

@@ -1,6 +1,7 @@
 /* dist.h: the processes of a multi-process run: who we are (rank, world, node-local rank,
- * the tensor x data x pipeline layout in Megatron's order) and the few collectives the
- * trainer needs, each bounded by a timeout.
+ * the tensor x data x pipeline layout in Megatron's order), the few collectives the
+ * trainer needs and the point-to-point transfers of pipeline parallelism, each bounded
+ * by a timeout.
  *
  * Processes are started by srun or mpiexec; MPI bootstraps them (mt_dist_init). Without a
  * launcher in the environment the run is one process and MPI is not touched at all, so a
@@ -114,6 +115,30 @@ int mt_dist_allreduce_f64(struct mt_dist *d, double *buf, int64_t n, int max, co
 			  struct mt_err *err);
 /* Bytes from rank `root` to every rank (NCCL unique ids, decisions). */
 int mt_dist_bcast(struct mt_dist *d, void *buf, int64_t n, int root, const char *what, struct mt_err *err);
+
+/* Point to point (pipeline parallelism): one transfer in flight. The buffer must stay
+ * untouched until the transfer is waited for. Shapes are the caller's (no size is
+ * exchanged): a receive of another size than the send fails. */
+struct mt_dist_req {
+	int active;             /* started and not yet waited for */
+	int send;               /* 1 send, 0 receive */
+	int peer;               /* rank in the group it was started on */
+	int64_t n;              /* floats */
+	unsigned char mpi[16];  /* the MPI request */
+};
+/* Start sending (receiving) n floats to (from) rank `peer` of d, matched by tag (0 ..
+ * 32767). Fails at once only on bad arguments. */
+int mt_dist_isend_f32(struct mt_dist *d, const float *buf, int64_t n, int peer, int tag, struct mt_dist_req *r,
+		      struct mt_err *err);
+int mt_dist_irecv_f32(struct mt_dist *d, float *buf, int64_t n, int peer, int tag, struct mt_dist_req *r,
+		      struct mt_err *err);
+/* Wait for r (nothing when it is not active) up to d->timeout; what names the data
+ * ("the activations of micro-batch 3 (chunk 0)"). A transfer past the deadline fails
+ * naming this rank, the peer by world rank and coordinates, the data and the step. */
+int mt_dist_wait(struct mt_dist *d, struct mt_dist_req *r, const char *what, int64_t step, struct mt_err *err);
+/* Progress without waiting: 1 when r is complete (or not active), 0 when not yet, -1 on
+ * an MPI failure. */
+int mt_dist_test(struct mt_dist *d, struct mt_dist_req *r, struct mt_err *err);
 
 /* The calls a GPU backend makes, through d->ops: the backends are also linked into tools
  * without MPI (mt-eval, mt-generate), which must not depend on this file. */

@@ -102,13 +102,16 @@ static void SFX(linear)(REAL *out, const REAL *in, const REAL *W, const REAL *b,
 	}
 }
 
-/* din[N,IN] (+)= dout @ W; dW += dout^T @ in; db += sum of dout rows */
+/* din[N,IN] (+)= dout @ W; dW += dout^T @ in; db += sum of dout rows (dW NULL: the
+ * input's gradient only, the B pass of a split backward) */
 static void SFX(linear_back)(REAL *din, int accumulate, REAL *dW, REAL *db, const REAL *dout, const REAL *in,
 			     const REAL *W, int64_t N, int64_t IN, int64_t O)
 {
 	if (din)
 		GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)IN, (int)O, 1, dout, (int)O, W, (int)IN,
 		     accumulate ? 1 : 0, din, (int)IN);
+	if (!dW)
+		return;
 	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)O, (int)IN, (int)N, 1, dout, (int)O, in, (int)IN, 1, dW, (int)IN);
 	if (db)
 		for (int64_t n = 0; n < N; n++)
@@ -378,10 +381,12 @@ static int SFX(vocab_xent)(const struct SFX(dims) *d, const struct mt_tp *tp, RE
 	return rc;
 }
 
-double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
-			   const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, int64_t *ntargets)
+double SFX(mt_gpt_stage_forward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
+				 const int32_t *tokens, const int32_t *targets, const REAL *in_act, REAL *out_act,
+				 struct mt_gpt_acts *a, int64_t *ntargets)
 {
 	const struct mt_tp *tp = a->tp;
+	const struct mt_gpt_stage *st = &a->st;
 	struct SFX(dims) d = SFX(dims_of)(c, tp, a->B, a->T);
 	int rms = c->normalization == MT_NORM_RMSNORM, tpon = d.t > 1, bad = 0;
 	const REAL *wte = SFX(param)(t, w, -1, MT_P_WORD_EMB), *wpe = SFX(param)(t, w, -1, MT_P_POS_EMB);
@@ -389,16 +394,21 @@ double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t,
 	REAL *x = V_(a, A_RESID), *logits = V_(a, A_LOGITS);
 	REAL *full = tpon ? V_(a, A_FULL) : NULL, *part = tpon ? V_(a, A_PART) : NULL;
 	double loss = 0;
-	int64_t count = 0, Nr = d.Nr;
+	int64_t count = 0, Nr = d.Nr, l0 = st->l0, nl = st->l1 - st->l0;
 
 	a->failed = 0;
+	if (ntargets)
+		*ntargets = 0;
 	if (tpon && sizeof(REAL) != sizeof(float)) {
 		a->failed = 1;
 		return NAN;
 	}
-	/* embeddings into resid[0]: with tensor parallelism each rank looks up the ids of
-	 * its vocabulary rows (zeros for the others) and the partial rows are summed */
-	if (!tpon) {
+	/* a later stage starts from the activation it was sent */
+	if (!st->first) {
+		memcpy(x, in_act, (size_t)(Nr * d.h) * sizeof(REAL));
+	} else if (!tpon) {
+		/* embeddings into resid[0]: with tensor parallelism each rank looks up the ids
+		 * of its vocabulary rows (zeros for the others) and the partial rows are summed */
 		for (int64_t n = 0; n < d.N; n++)
 			for (int64_t i = 0; i < d.h; i++)
 				x[n * d.h + i] = wte[(int64_t)tokens[n] * d.h + i] + (wpe ? wpe[(n % d.T) * d.h + i] : 0);
@@ -415,13 +425,15 @@ double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t,
 				for (int64_t i = 0; i < d.h; i++)
 					x[n * d.h + i] += wpe[((d.r0 + n) % d.T) * d.h + i];
 	}
-	for (int64_t l = 0; l < d.L; l++) {
-		REAL *xin = V_(a, A_RESID) + l * Nr * d.h, *xout = xin + Nr * d.h;
-		REAL *ln1 = V_(a, A_LN1) + l * Nr * d.h, *ln1s = V_(a, A_LN1S) + l * Nr * 2;
-		REAL *qkv = V_(a, A_QKV) + l * d.N * d.qkv, *att = V_(a, A_ATT) + l * d.B * d.np * d.T * d.T;
-		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * Nr * d.h;
-		REAL *ln2 = V_(a, A_LN2) + l * Nr * d.h, *ln2s = V_(a, A_LN2S) + l * Nr * 2;
-		REAL *fc1 = V_(a, A_FC1) + l * d.N * d.fc1, *act = V_(a, A_ACT) + l * d.N * d.f;
+	for (int64_t l = l0; l < l0 + nl; l++) {
+		/* activations by the stage's own layer index, parameters by the global one */
+		int64_t sl = l - l0;
+		REAL *xin = V_(a, A_RESID) + sl * Nr * d.h, *xout = xin + Nr * d.h;
+		REAL *ln1 = V_(a, A_LN1) + sl * Nr * d.h, *ln1s = V_(a, A_LN1S) + sl * Nr * 2;
+		REAL *qkv = V_(a, A_QKV) + sl * d.N * d.qkv, *att = V_(a, A_ATT) + sl * d.B * d.np * d.T * d.T;
+		REAL *atty = V_(a, A_ATTY) + sl * d.N * d.q, *mid = V_(a, A_MID) + sl * Nr * d.h;
+		REAL *ln2 = V_(a, A_LN2) + sl * Nr * d.h, *ln2s = V_(a, A_LN2S) + sl * Nr * 2;
+		REAL *fc1 = V_(a, A_FC1) + sl * d.N * d.fc1, *act = V_(a, A_ACT) + sl * d.N * d.f;
 		const REAL *in;
 
 		SFX(norm)(ln1, ln1s, xin, SFX(param)(t, w, (int)l, MT_P_LN1_W), SFX(param)(t, w, (int)l, MT_P_LN1_B), Nr, d.h,
@@ -471,7 +483,12 @@ double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t,
 		for (int64_t k = 0; k < Nr * d.h; k++)
 			xout[k] += mid[k];
 	}
-	SFX(norm)(V_(a, A_LNF), V_(a, A_LNFS), V_(a, A_RESID) + d.L * Nr * d.h, SFX(param)(t, w, -1, MT_P_FINAL_W),
+	if (!st->last) {
+		/* the activation the next stage starts from */
+		memcpy(out_act, V_(a, A_RESID) + nl * Nr * d.h, (size_t)(Nr * d.h) * sizeof(REAL));
+		return 0;
+	}
+	SFX(norm)(V_(a, A_LNF), V_(a, A_LNFS), V_(a, A_RESID) + nl * Nr * d.h, SFX(param)(t, w, -1, MT_P_FINAL_W),
 		  SFX(param)(t, w, -1, MT_P_FINAL_B), Nr, d.h, rms, c->norm_epsilon);
 	{
 		/* the output layer: this rank's vocabulary rows of the logits */
@@ -522,6 +539,12 @@ double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t,
 fail:
 	a->failed = 1;
 	return NAN;
+}
+
+double SFX(mt_gpt_forward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
+			   const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, int64_t *ntargets)
+{
+	return SFX(mt_gpt_stage_forward)(c, t, w, tokens, targets, NULL, NULL, a, ntargets);
 }
 
 /* Sequence parallelism leaves the gradients of replicated parameters partial on each
@@ -576,10 +599,15 @@ static void SFX(bias_back)(REAL *db, const REAL *rows, int64_t n, int64_t w)
 				db[o] += rows[r * w + o];
 }
 
-void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
-			  const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, REAL *g)
+/* the output gradients a split backward pass keeps for its W pass, layer k of the stage */
+#define S_(a, i, k, w) (V_(a, i) + (k) * d.N * (w))
+
+void SFX(mt_gpt_stage_backward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
+				const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, const REAL *dout,
+				REAL *din, REAL *g, int split)
 {
 	const struct mt_tp *tp = a->tp;
+	const struct mt_gpt_stage *st = &a->st;
 	struct SFX(dims) d = SFX(dims_of)(c, tp, a->B, a->T);
 	int rms = c->normalization == MT_NORM_RMSNORM, tpon = d.t > 1, bad = 0;
 	int untied = c->untie_embeddings_and_output_weights;
@@ -589,14 +617,24 @@ void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, 
 	REAL *gwout = untied ? SFX(grad)(t, g, -1, MT_P_OUTPUT) : gwte;
 	REAL *probs = V_(a, A_LOGITS), *full = tpon ? V_(a, A_FULL) : NULL, *part = tpon ? V_(a, A_PART) : NULL;
 	REAL *keep = NULL;
-	int64_t count = 0, Nr = d.Nr, big = d.N * (d.h > d.qkv ? (d.h > d.fc1 ? d.h : d.fc1) : (d.qkv > d.fc1 ? d.qkv : d.fc1));
+	int64_t count = 0, Nr = d.Nr, l0 = st->l0, nl = st->l1 - st->l0;
+	int64_t big = d.N * (d.h > d.qkv ? (d.h > d.fc1 ? d.h : d.fc1) : (d.qkv > d.fc1 ? d.qkv : d.fc1));
 	REAL *dx = calloc((size_t)(d.N * d.h), sizeof(REAL)), *dmid = calloc((size_t)(d.N * d.h), sizeof(REAL));
 	REAL *dbuf = calloc((size_t)big, sizeof(REAL)), *dbuf2 = calloc((size_t)(d.N * (d.q > d.f ? d.q : d.f)), sizeof(REAL));
 	REAL *dln = calloc((size_t)(d.N * d.h), sizeof(REAL));
 	double sm = a->label_smoothing > 0 ? a->label_smoothing * (double)d.Vg / (double)(d.Vg - 1) : 0;
 
+	/* a split pass leaves the linear layers' weights (and their biases outside tensor
+	 * parallelism, where linear_back sums them) to the W pass */
+#define GW(li, k) (split ? NULL : SFX(grad)(t, g, li, k))
+	split = split && a->split_backward;
 	if (!dx || !dmid || !dbuf || !dbuf2 || !dln || (tpon && SFX(tp_grad_begin)(t, g, &keep)))
 		goto fail;
+	if (!st->last) {
+		/* the gradient of the stage's output, as the next stage sent it */
+		memcpy(dx, dout, (size_t)(Nr * d.h) * sizeof(REAL));
+		goto layers;
+	}
 	for (int64_t n = 0; n < d.N; n++)
 		count += targets[n] >= 0;
 	/* dlogits = (p - onehot) / count, in place; masked rows 0; with label smoothing
@@ -622,52 +660,61 @@ void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, 
 			z[v] /= (REAL)count;
 	}
 	if (!tpon) {
-		SFX(linear_back)(dln, 0, gwout, NULL, probs, V_(a, A_LNF), wout, d.N, d.h, d.V);
+		SFX(linear_back)(dln, 0, split ? NULL : gwout, NULL, probs, V_(a, A_LNF), wout, d.N, d.h, d.V);
 	} else {
-		const REAL *in = SFX(tp_gather)(&d, tp, full, V_(a, A_LNF), d.h, &bad);
+		/* the input whole for the weight's gradient (the W pass gathers its own) */
+		const REAL *in = split ? NULL : SFX(tp_gather)(&d, tp, full, V_(a, A_LNF), d.h, &bad);
 		if (bad)
 			goto fail;
-		SFX(linear_back)(part, 0, gwout, NULL, probs, in, wout, d.N, d.h, d.V);
+		SFX(linear_back)(part, 0, split ? NULL : gwout, NULL, probs, in, wout, d.N, d.h, d.V);
 		if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
 			goto fail;
 	}
 	SFX(norm_back)(dx, SFX(grad)(t, g, -1, MT_P_FINAL_W), SFX(grad)(t, g, -1, MT_P_FINAL_B), dln,
-		       V_(a, A_RESID) + d.L * Nr * d.h, V_(a, A_LNFS), SFX(param)(t, w, -1, MT_P_FINAL_W), Nr, d.h, rms);
-	for (int64_t l = d.L - 1; l >= 0; l--) {
+		       V_(a, A_RESID) + nl * Nr * d.h, V_(a, A_LNFS), SFX(param)(t, w, -1, MT_P_FINAL_W), Nr, d.h, rms);
+layers:
+	for (int64_t l = l0 + nl - 1; l >= l0; l--) {
 		int li = (int)l;
-		REAL *xin = V_(a, A_RESID) + l * Nr * d.h;
-		REAL *ln1 = V_(a, A_LN1) + l * Nr * d.h, *ln1s = V_(a, A_LN1S) + l * Nr * 2;
-		REAL *qkv = V_(a, A_QKV) + l * d.N * d.qkv, *att = V_(a, A_ATT) + l * d.B * d.np * d.T * d.T;
-		REAL *atty = V_(a, A_ATTY) + l * d.N * d.q, *mid = V_(a, A_MID) + l * Nr * d.h;
-		REAL *ln2 = V_(a, A_LN2) + l * Nr * d.h, *ln2s = V_(a, A_LN2S) + l * Nr * 2;
-		REAL *fc1 = V_(a, A_FC1) + l * d.N * d.fc1, *act = V_(a, A_ACT) + l * d.N * d.f;
+		int64_t sl = l - l0;
+		REAL *xin = V_(a, A_RESID) + sl * Nr * d.h;
+		REAL *ln1 = V_(a, A_LN1) + sl * Nr * d.h, *ln1s = V_(a, A_LN1S) + sl * Nr * 2;
+		REAL *qkv = V_(a, A_QKV) + sl * d.N * d.qkv, *att = V_(a, A_ATT) + sl * d.B * d.np * d.T * d.T;
+		REAL *atty = V_(a, A_ATTY) + sl * d.N * d.q, *mid = V_(a, A_MID) + sl * Nr * d.h;
+		REAL *ln2 = V_(a, A_LN2) + sl * Nr * d.h, *ln2s = V_(a, A_LN2S) + sl * Nr * 2;
+		REAL *fc1 = V_(a, A_FC1) + sl * d.N * d.fc1, *act = V_(a, A_ACT) + sl * d.N * d.f;
 		const REAL *dfull, *in;
 
 		/* MLP branch: dx flows to mid directly and through fc2, act, fc1, norm2 */
 		memcpy(dmid, dx, (size_t)(Nr * d.h) * sizeof(REAL));
 		if (!tpon) {
-			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_FC2_W), SFX(grad)(t, g, li, MT_P_FC2_B), dx, act,
+			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_FC2_W), GW(li, MT_P_FC2_B), dx, act,
 					 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
+			if (split)
+				memcpy(S_(a, A_SFC2, sl, d.h), dx, (size_t)(d.N * d.h) * sizeof(REAL));
 		} else {
 			/* row-parallel fc2: the output gradient whole (gathered with SP); its
 			 * bias from this rank's rows (summed over the group with SP) */
 			dfull = SFX(tp_gather)(&d, tp, full, dx, d.h, &bad);
 			if (bad)
 				goto fail;
-			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_FC2_W), NULL, dfull, act,
+			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_FC2_W), NULL, dfull, act,
 					 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
+			if (split)
+				memcpy(S_(a, A_SFC2, sl, d.h), dfull, (size_t)(d.N * d.h) * sizeof(REAL));
 			SFX(bias_back)(SFX(grad)(t, g, li, MT_P_FC2_B), dx, Nr, d.h);
 		}
 		SFX(activation_back)(dbuf, dbuf2, fc1, &d, c->swiglu);
+		if (split)
+			memcpy(S_(a, A_SFC1, sl, d.fc1), dbuf, (size_t)(d.N * d.fc1) * sizeof(REAL));
 		if (!tpon) {
-			SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_FC1_W), SFX(grad)(t, g, li, MT_P_FC1_B), dbuf, ln2,
+			SFX(linear_back)(dln, 0, GW(li, MT_P_FC1_W), GW(li, MT_P_FC1_B), dbuf, ln2,
 					 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
 		} else {
 			/* column-parallel fc1: the input gradient's partial sums reduced */
-			in = SFX(tp_gather)(&d, tp, full, ln2, d.h, &bad);
+			in = split ? NULL : SFX(tp_gather)(&d, tp, full, ln2, d.h, &bad);
 			if (bad)
 				goto fail;
-			SFX(linear_back)(part, 0, SFX(grad)(t, g, li, MT_P_FC1_W), SFX(grad)(t, g, li, MT_P_FC1_B), dbuf, in,
+			SFX(linear_back)(part, 0, GW(li, MT_P_FC1_W), GW(li, MT_P_FC1_B), dbuf, in,
 					 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
 			if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
 				goto fail;
@@ -677,28 +724,34 @@ void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, 
 		/* attention branch: dmid flows to xin directly and through proj, attention, qkv, norm1 */
 		memcpy(dx, dmid, (size_t)(Nr * d.h) * sizeof(REAL));
 		if (!tpon) {
-			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_PROJ_W), SFX(grad)(t, g, li, MT_P_PROJ_B), dmid, atty,
+			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_PROJ_W), GW(li, MT_P_PROJ_B), dmid, atty,
 					 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
+			if (split)
+				memcpy(S_(a, A_SPROJ, sl, d.h), dmid, (size_t)(d.N * d.h) * sizeof(REAL));
 		} else {
 			dfull = SFX(tp_gather)(&d, tp, full, dmid, d.h, &bad);
 			if (bad)
 				goto fail;
-			SFX(linear_back)(dbuf2, 0, SFX(grad)(t, g, li, MT_P_PROJ_W), NULL, dfull, atty,
+			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_PROJ_W), NULL, dfull, atty,
 					 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
+			if (split)
+				memcpy(S_(a, A_SPROJ, sl, d.h), dfull, (size_t)(d.N * d.h) * sizeof(REAL));
 			SFX(bias_back)(SFX(grad)(t, g, li, MT_P_PROJ_B), dmid, Nr, d.h);
 		}
 		memset(dbuf, 0, (size_t)(d.N * d.qkv) * sizeof(REAL));
 		SFX(attention_back)(dbuf, dbuf2, att, qkv, &d);
 		if (c->position_embedding_type == MT_POS_ROPE)
 			SFX(rope)(dbuf, &d, c->rotary_base, 1); /* a rotation's transpose is its inverse */
+		if (split)
+			memcpy(S_(a, A_SQKV, sl, d.qkv), dbuf, (size_t)(d.N * d.qkv) * sizeof(REAL));
 		if (!tpon) {
-			SFX(linear_back)(dln, 0, SFX(grad)(t, g, li, MT_P_QKV_W), SFX(grad)(t, g, li, MT_P_QKV_B), dbuf, ln1,
+			SFX(linear_back)(dln, 0, GW(li, MT_P_QKV_W), GW(li, MT_P_QKV_B), dbuf, ln1,
 					 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
 		} else {
-			in = SFX(tp_gather)(&d, tp, full, ln1, d.h, &bad);
+			in = split ? NULL : SFX(tp_gather)(&d, tp, full, ln1, d.h, &bad);
 			if (bad)
 				goto fail;
-			SFX(linear_back)(part, 0, SFX(grad)(t, g, li, MT_P_QKV_W), SFX(grad)(t, g, li, MT_P_QKV_B), dbuf, in,
+			SFX(linear_back)(part, 0, GW(li, MT_P_QKV_W), GW(li, MT_P_QKV_B), dbuf, in,
 					 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
 			if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
 				goto fail;
@@ -706,7 +759,11 @@ void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, 
 		SFX(norm_back)(dx, SFX(grad)(t, g, li, MT_P_LN1_W), SFX(grad)(t, g, li, MT_P_LN1_B), dln, xin, ln1s,
 			       SFX(param)(t, w, li, MT_P_LN1_W), Nr, d.h, rms);
 	}
-	if (!tpon) {
+#undef GW
+	if (!st->first) {
+		/* the gradient of the stage's input, for the stage before */
+		memcpy(din, dx, (size_t)(Nr * d.h) * sizeof(REAL));
+	} else if (!tpon) {
 		for (int64_t n = 0; n < d.N; n++)
 			for (int64_t i = 0; i < d.h; i++) {
 				gwte[(int64_t)tokens[n] * d.h + i] += dx[n * d.h + i];
@@ -730,6 +787,8 @@ void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, 
 				for (int64_t i = 0; i < d.h; i++)
 					gwte[id * d.h + i] += dxf[n * d.h + i];
 		}
+	}
+	if (tpon) {
 		if (SFX(tp_grad_end)(t, tp, g, keep))
 			goto fail;
 		keep = NULL;
@@ -744,6 +803,72 @@ done:
 	free(dbuf);
 	free(dbuf2);
 	free(dln);
+}
+
+/* dW += dout^T @ in; db += the column sums of dout: the W pass of one linear layer */
+static void SFX(linear_wgrad)(REAL *dW, REAL *db, const REAL *dout, const REAL *in, int64_t N, int64_t IN, int64_t O)
+{
+	GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)O, (int)IN, (int)N, 1, dout, (int)O, in, (int)IN, 1, dW, (int)IN);
+	SFX(bias_back)(db, dout, N, O);
+}
+
+void SFX(mt_gpt_stage_weight)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
+			      struct mt_gpt_acts *a, REAL *g)
+{
+	const struct mt_tp *tp = a->tp;
+	const struct mt_gpt_stage *st = &a->st;
+	struct SFX(dims) d = SFX(dims_of)(c, tp, a->B, a->T);
+	int tpon = d.t > 1, bad = 0;
+	int64_t Nr = d.Nr, l0 = st->l0, nl = st->l1 - st->l0;
+	REAL *full = tpon ? V_(a, A_FULL) : NULL;
+	REAL *gwout = c->untie_embeddings_and_output_weights ? SFX(grad)(t, g, -1, MT_P_OUTPUT)
+							     : SFX(grad)(t, g, -1, MT_P_WORD_EMB);
+	const REAL *in;
+
+	(void)w;
+	if (!a->split_backward)
+		return;
+	/* the inputs of the column-parallel layers are gathered here, as the full backward
+	 * pass gathers them (every rank of the group runs its W passes in the same order) */
+	if (st->last) {
+		in = tpon ? SFX(tp_gather)(&d, tp, full, V_(a, A_LNF), d.h, &bad) : V_(a, A_LNF);
+		if (bad)
+			goto fail;
+		SFX(linear_wgrad)(gwout, NULL, V_(a, A_LOGITS), in, d.N, d.h, d.V);
+	}
+	for (int64_t l = l0 + nl - 1; l >= l0; l--) {
+		int li = (int)l;
+		int64_t sl = l - l0;
+		REAL *ln1 = V_(a, A_LN1) + sl * Nr * d.h, *ln2 = V_(a, A_LN2) + sl * Nr * d.h;
+		REAL *atty = V_(a, A_ATTY) + sl * d.N * d.q, *act = V_(a, A_ACT) + sl * d.N * d.f;
+
+		/* the row-parallel biases are the B pass's under tensor parallelism */
+		SFX(linear_wgrad)(SFX(grad)(t, g, li, MT_P_FC2_W), tpon ? NULL : SFX(grad)(t, g, li, MT_P_FC2_B),
+				  S_(a, A_SFC2, sl, d.h), act, d.N, d.f, d.h);
+		in = tpon ? SFX(tp_gather)(&d, tp, full, ln2, d.h, &bad) : ln2;
+		if (bad)
+			goto fail;
+		SFX(linear_wgrad)(SFX(grad)(t, g, li, MT_P_FC1_W), SFX(grad)(t, g, li, MT_P_FC1_B),
+				  S_(a, A_SFC1, sl, d.fc1), in, d.N, d.h, d.fc1);
+		SFX(linear_wgrad)(SFX(grad)(t, g, li, MT_P_PROJ_W), tpon ? NULL : SFX(grad)(t, g, li, MT_P_PROJ_B),
+				  S_(a, A_SPROJ, sl, d.h), atty, d.N, d.q, d.h);
+		in = tpon ? SFX(tp_gather)(&d, tp, full, ln1, d.h, &bad) : ln1;
+		if (bad)
+			goto fail;
+		SFX(linear_wgrad)(SFX(grad)(t, g, li, MT_P_QKV_W), SFX(grad)(t, g, li, MT_P_QKV_B),
+				  S_(a, A_SQKV, sl, d.qkv), in, d.N, d.h, d.qkv);
+	}
+	return;
+fail:
+	a->failed = 1;
+}
+
+#undef S_
+
+void SFX(mt_gpt_backward)(const struct mt_config *c, const struct mt_params *t, const REAL *w,
+			  const int32_t *tokens, const int32_t *targets, struct mt_gpt_acts *a, REAL *g)
+{
+	SFX(mt_gpt_stage_backward)(c, t, w, tokens, targets, a, NULL, NULL, g, 0);
 }
 
 #undef V_

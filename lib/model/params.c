@@ -1,5 +1,5 @@
-/* params.c: the parameter table of a GPT model, its tensor-parallel split and its
- * initialization (see params.h). The table of a tensor-parallel rank lists the same
+/* params.c: the parameter table of a GPT model, its tensor-parallel split, its pipeline
+ * stages and its initialization (see params.h). The table of a tensor-parallel rank lists the same
  * parameters in the same order as the whole model's, each with its shard's shape; copying
  * between the two layouts and drawing a shard's initial values both go through one map
  * from a shard's row to its logical row. Which ranks talk to which is not here (dist/). */
@@ -12,11 +12,31 @@
 
 #include "base/mix.h"
 
-static int add(struct mt_params *t, int *cap, enum mt_param_kind kind, int layer, const char *name,
+/* which rows a stage keeps: its layers, the embeddings on the first stage, the final
+ * norm and the output layer on the last (a whole table keeps all) */
+static int keeps(const struct mt_params *t, int layer, enum mt_param_kind kind)
+{
+	if (layer >= 0) {
+		for (int c = 0; c < t->nchunks; c++)
+			if (layer >= t->chunk_layers[2 * c] && layer < t->chunk_layers[2 * c + 1])
+				return 1;
+		return 0;
+	}
+	if (kind == MT_P_WORD_EMB || kind == MT_P_POS_EMB)
+		return t->first_stage;
+	return t->last_stage;
+}
+
+static int add(struct mt_params *t, int *cap, int *lidx, enum mt_param_kind kind, int layer, const char *name,
 	       int64_t rows, int64_t cols, int decay, enum mt_split split, double std)
 {
 	struct mt_param *p;
 
+	/* every row has its place in the whole model's table, kept or not */
+	if (!keeps(t, layer, kind)) {
+		++*lidx;
+		return 0;
+	}
 	if (t->n == *cap) {
 		struct mt_param *np = realloc(t->p, (size_t)(*cap = *cap ? *cap * 2 : 64) * sizeof(*np));
 		if (!np)
@@ -49,6 +69,7 @@ static int add(struct mt_params *t, int *cap, enum mt_param_kind kind, int layer
 	p->norm_skip = split == MT_SPLIT_NONE && t->tp_rank != 0;
 	p->tp_grad_reduce = split == MT_SPLIT_NONE && t->sequence_parallel;
 	p->init_std = std;
+	p->lidx = (*lidx)++;
 	t->total += p->numel;
 	if (layer >= 0)
 		t->idx[layer * MT_P_NKINDS + kind] = t->n;
@@ -86,10 +107,71 @@ static int check_tp(const struct mt_config *c, int size, int rank, int sp, struc
 	return 0;
 }
 
-int mt_params_build_tp(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
-		       struct mt_err *err)
+int mt_pp_split_check(const struct mt_config *c, const struct mt_pp_split *s, struct mt_err *err)
 {
-	int cap = 0, L = c->num_layers, ln = c->normalization == MT_NORM_LAYERNORM, bias = c->add_bias_linear;
+	const char *pp = "--pipeline-model-parallel-size";
+	int L = c->num_layers, p = s->size, v = s->vp, mid = p - (s->first > 0) - (s->last > 0);
+	int rest = L - s->first - s->last;
+
+	if (p < 1 || v < 1)
+		return mt_err_set(err, MT_EXIT_USAGE, "%s %d with %d model chunks a stage: both must be at least 1", pp, p, v);
+	if ((s->first || s->last) && p == 1)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers need %s above 1",
+				  pp);
+	if ((s->first || s->last) && v > 1)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers are not supported "
+				  "with virtual pipeline stages (interleaving) yet");
+	if (s->first < 0 || s->last < 0 || rest < 0 || (mid == 0 && rest != 0))
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--num-layers %d cannot be cut into a first stage of %d, a last stage of %d and %d stages between",
+				  L, s->first, s->last, mid);
+	if (mid > 0 && (rest % mid || rest / mid < 1) && !s->first && !s->last)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--num-layers %d is not a multiple of %s %d: every stage holds L/p layers (or give "
+				  "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers)", L, pp, p);
+	if (mid > 0 && (rest % mid || rest / mid < 1))
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "--num-layers %d less the first and last stages' %d layers is not a positive multiple of "
+				  "the %d other stages of %s %d", L, s->first + s->last, mid, pp, p);
+	if (v > 1 && (L / p) % v)
+		return mt_err_set(err, MT_EXIT_USAGE,
+				  "%d layers a stage (--num-layers %d / %s %d) do not divide into %d virtual stages of equal "
+				  "size (--num-layers-per-virtual-pipeline-stage)", L / p, L, pp, p, v);
+	return 0;
+}
+
+void mt_pp_split_layers(const struct mt_config *c, const struct mt_pp_split *s, int stage, int chunk, int *lo, int *hi)
+{
+	int L = c->num_layers, p = s->size, v = s->vp;
+
+	if (s->first || s->last) {
+		int mid = p - (s->first > 0) - (s->last > 0), rest = L - s->first - s->last;
+		int each = mid > 0 ? rest / mid : 0, f = s->first ? s->first : each, l = s->last ? s->last : each;
+		if (stage == 0) {
+			*lo = 0;
+			*hi = f;
+		} else if (stage == p - 1) {
+			*lo = L - l;
+			*hi = L;
+		} else {
+			*lo = f + (stage - 1) * each;
+			*hi = *lo + each;
+		}
+		return;
+	}
+	{
+		int per = L / (p * v), block = chunk * p + stage;
+		*lo = block * per;
+		*hi = *lo + per;
+	}
+}
+
+static int build(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
+		 const struct mt_pp_split *s, int stage, struct mt_err *err)
+{
+	int cap = 0, lidx = 0, L = c->num_layers, ln = c->normalization == MT_NORM_LAYERNORM, bias = c->add_bias_linear;
 	int64_t h = c->hidden_size, q = (int64_t)c->num_attention_heads * c->kv_channels;
 	int64_t kv = (int64_t)c->num_query_groups * c->kv_channels, f = c->ffn_hidden_size;
 	int64_t fc1 = c->swiglu ? 2 * f : f;
@@ -98,59 +180,102 @@ int mt_params_build_tp(struct mt_params *t, const struct mt_config *c, int size,
 	int rc = 0;
 
 	memset(t, 0, sizeof(*t));
-	if (check_tp(c, size, rank, sequence_parallel, err))
+	if (check_tp(c, size, rank, sequence_parallel, err) || mt_pp_split_check(c, s, err))
 		return -1;
+	if (stage < 0 || stage >= s->size)
+		return mt_err_set(err, MT_EXIT_USAGE, "pipeline stage %d is outside a pipeline of %d stages", stage, s->size);
 	t->num_layers = L;
 	t->tp_size = size;
 	t->tp_rank = rank;
 	/* Megatron turns sequence parallelism off without tensor parallelism */
 	t->sequence_parallel = sequence_parallel && size > 1;
+	t->pp_size = s->size;
+	t->pp_rank = stage;
+	t->nchunks = s->vp;
+	t->first_stage = stage == 0;
+	t->last_stage = stage == s->size - 1;
 	t->idx = malloc((size_t)(L > 0 ? L : 1) * MT_P_NKINDS * sizeof(int));
-	if (!t->idx)
+	t->chunk_layers = malloc((size_t)s->vp * 2 * sizeof(int));
+	if (!t->idx || !t->chunk_layers) {
+		mt_params_free(t);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	}
+	for (int k = 0; k < s->vp; k++)
+		mt_pp_split_layers(c, s, stage, k, &t->chunk_layers[2 * k], &t->chunk_layers[2 * k + 1]);
 	for (int i = 0; i < L * MT_P_NKINDS; i++)
 		t->idx[i] = -1;
 	for (int k = 0; k < MT_P_NKINDS; k++)
 		t->glob[k] = -1;
 	/* Megatron-core's names (local layer spec); linear weights [out, in]; the splits of
 	 * VocabParallelEmbedding, ColumnParallelLinear and RowParallelLinear */
-	rc |= add(t, &cap, MT_P_WORD_EMB, -1, "embedding.word_embeddings.weight", c->padded_vocab_size, h, 1,
+	rc |= add(t, &cap, &lidx, MT_P_WORD_EMB, -1, "embedding.word_embeddings.weight", c->padded_vocab_size, h, 1,
 		  MT_SPLIT_VOCAB, std);
 	if (c->position_embedding_type == MT_POS_LEARNED)
-		rc |= add(t, &cap, MT_P_POS_EMB, -1, "embedding.position_embeddings.weight", c->max_position_embeddings, h,
-			  1, MT_SPLIT_NONE, std);
+		rc |= add(t, &cap, &lidx, MT_P_POS_EMB, -1, "embedding.position_embeddings.weight", c->max_position_embeddings,
+			  h, 1, MT_SPLIT_NONE, std);
 	for (int l = 0; l < L && !rc; l++) {
-		rc |= add(t, &cap, MT_P_LN1_W, l, "input_layernorm.weight", h, 0, 0, MT_SPLIT_NONE, -1);
+		rc |= add(t, &cap, &lidx, MT_P_LN1_W, l, "input_layernorm.weight", h, 0, 0, MT_SPLIT_NONE, -1);
 		if (ln)
-			rc |= add(t, &cap, MT_P_LN1_B, l, "input_layernorm.bias", h, 0, 0, MT_SPLIT_NONE, 0);
+			rc |= add(t, &cap, &lidx, MT_P_LN1_B, l, "input_layernorm.bias", h, 0, 0, MT_SPLIT_NONE, 0);
 		/* whole query groups per rank: contiguous rows in Megatron's group-by-group layout */
-		rc |= add(t, &cap, MT_P_QKV_W, l, "self_attention.linear_qkv.weight", q + 2 * kv, h, 1, MT_SPLIT_COLUMN, std);
+		rc |= add(t, &cap, &lidx, MT_P_QKV_W, l, "self_attention.linear_qkv.weight", q + 2 * kv, h, 1,
+			  MT_SPLIT_COLUMN, std);
 		if (bias)
-			rc |= add(t, &cap, MT_P_QKV_B, l, "self_attention.linear_qkv.bias", q + 2 * kv, 0, 0, MT_SPLIT_COLUMN,
-				  0);
-		rc |= add(t, &cap, MT_P_PROJ_W, l, "self_attention.linear_proj.weight", h, q, 1, MT_SPLIT_ROW, out_std);
+			rc |= add(t, &cap, &lidx, MT_P_QKV_B, l, "self_attention.linear_qkv.bias", q + 2 * kv, 0, 0,
+				  MT_SPLIT_COLUMN, 0);
+		rc |= add(t, &cap, &lidx, MT_P_PROJ_W, l, "self_attention.linear_proj.weight", h, q, 1, MT_SPLIT_ROW, out_std);
 		if (bias)
-			rc |= add(t, &cap, MT_P_PROJ_B, l, "self_attention.linear_proj.bias", h, 0, 0, MT_SPLIT_NONE, 0);
-		rc |= add(t, &cap, MT_P_LN2_W, l, "pre_mlp_layernorm.weight", h, 0, 0, MT_SPLIT_NONE, -1);
+			rc |= add(t, &cap, &lidx, MT_P_PROJ_B, l, "self_attention.linear_proj.bias", h, 0, 0, MT_SPLIT_NONE, 0);
+		rc |= add(t, &cap, &lidx, MT_P_LN2_W, l, "pre_mlp_layernorm.weight", h, 0, 0, MT_SPLIT_NONE, -1);
 		if (ln)
-			rc |= add(t, &cap, MT_P_LN2_B, l, "pre_mlp_layernorm.bias", h, 0, 0, MT_SPLIT_NONE, 0);
-		rc |= add(t, &cap, MT_P_FC1_W, l, "mlp.linear_fc1.weight", fc1, h, 1, fc1_split, std);
+			rc |= add(t, &cap, &lidx, MT_P_LN2_B, l, "pre_mlp_layernorm.bias", h, 0, 0, MT_SPLIT_NONE, 0);
+		rc |= add(t, &cap, &lidx, MT_P_FC1_W, l, "mlp.linear_fc1.weight", fc1, h, 1, fc1_split, std);
 		if (bias)
-			rc |= add(t, &cap, MT_P_FC1_B, l, "mlp.linear_fc1.bias", fc1, 0, 0, fc1_split, 0);
-		rc |= add(t, &cap, MT_P_FC2_W, l, "mlp.linear_fc2.weight", h, f, 1, MT_SPLIT_ROW, out_std);
+			rc |= add(t, &cap, &lidx, MT_P_FC1_B, l, "mlp.linear_fc1.bias", fc1, 0, 0, fc1_split, 0);
+		rc |= add(t, &cap, &lidx, MT_P_FC2_W, l, "mlp.linear_fc2.weight", h, f, 1, MT_SPLIT_ROW, out_std);
 		if (bias)
-			rc |= add(t, &cap, MT_P_FC2_B, l, "mlp.linear_fc2.bias", h, 0, 0, MT_SPLIT_NONE, 0);
+			rc |= add(t, &cap, &lidx, MT_P_FC2_B, l, "mlp.linear_fc2.bias", h, 0, 0, MT_SPLIT_NONE, 0);
 	}
-	rc |= add(t, &cap, MT_P_FINAL_W, -1, "decoder.final_layernorm.weight", h, 0, 0, MT_SPLIT_NONE, -1);
+	rc |= add(t, &cap, &lidx, MT_P_FINAL_W, -1, "decoder.final_layernorm.weight", h, 0, 0, MT_SPLIT_NONE, -1);
 	if (ln)
-		rc |= add(t, &cap, MT_P_FINAL_B, -1, "decoder.final_layernorm.bias", h, 0, 0, MT_SPLIT_NONE, 0);
-	if (c->untie_embeddings_and_output_weights)
-		rc |= add(t, &cap, MT_P_OUTPUT, -1, "output_layer.weight", c->padded_vocab_size, h, 1, MT_SPLIT_VOCAB, std);
+		rc |= add(t, &cap, &lidx, MT_P_FINAL_B, -1, "decoder.final_layernorm.bias", h, 0, 0, MT_SPLIT_NONE, 0);
+	if (c->untie_embeddings_and_output_weights) {
+		rc |= add(t, &cap, &lidx, MT_P_OUTPUT, -1, "output_layer.weight", c->padded_vocab_size, h, 1, MT_SPLIT_VOCAB,
+			  std);
+	} else if (t->last_stage && !t->first_stage && !rc) {
+		/* the last stage's own copy of the tied word embedding, drawn as row 0 of the
+		 * whole table (the first stage's) so the two start equal */
+		int zero = 0, first = t->first_stage;
+		struct mt_param *p;
+		t->first_stage = 1;
+		rc |= add(t, &cap, &zero, MT_P_WORD_EMB, -1, "embedding.word_embeddings.weight", c->padded_vocab_size, h, 1,
+			  MT_SPLIT_VOCAB, std);
+		t->first_stage = first;
+		if (!rc) {
+			p = &t->p[t->n - 1];
+			p->tied_copy = 1;
+			p->norm_skip = 1;
+		}
+	}
 	if (rc) {
 		mt_params_free(t);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	}
 	return 0;
+}
+
+int mt_params_build_stage(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
+			  const struct mt_pp_split *s, int stage, struct mt_err *err)
+{
+	return build(t, c, size, rank, sequence_parallel, s, stage, err);
+}
+
+int mt_params_build_tp(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
+		       struct mt_err *err)
+{
+	const struct mt_pp_split whole = { 1, 1, 0, 0 };
+
+	return build(t, c, size, rank, sequence_parallel, &whole, 0, err);
 }
 
 int mt_params_build(struct mt_params *t, const struct mt_config *c, struct mt_err *err)
@@ -162,6 +287,7 @@ void mt_params_free(struct mt_params *t)
 {
 	free(t->p);
 	free(t->idx);
+	free(t->chunk_layers);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -206,11 +332,14 @@ static int64_t logical_col(const struct mt_param *p, int rank)
 void mt_params_slice(const struct mt_params *local, int rank, const struct mt_params *logical, float *logical_buf,
 		     float *shard, int to_logical)
 {
-	for (int i = 0; i < local->n && i < logical->n; i++) {
-		const struct mt_param *lp = &local->p[i], *gp = &logical->p[i];
+	for (int i = 0; i < local->n; i++) {
+		const struct mt_param *lp = &local->p[i], *gp;
 		int64_t cols = lp->shape[1], c0 = logical_col(lp, rank);
 		size_t bytes = (size_t)cols * sizeof(float);
 
+		if (lp->lidx < 0 || lp->lidx >= logical->n || (to_logical && lp->tied_copy))
+			continue;
+		gp = &logical->p[lp->lidx];
 		for (int64_t j = 0; j < lp->shape[0]; j++) {
 			int64_t r = logical_row(lp, rank, j);
 			float *s = shard + lp->offset + j * cols, *g = logical_buf + gp->offset + r * gp->shape[1] + c0;
@@ -265,7 +394,7 @@ void mt_params_init(const struct mt_params *t, float *w, uint64_t seed)
 	for (int i = 0; i < t->n; i++) {
 		const struct mt_param *p = &t->p[i];
 		float *x = w + p->offset;
-		uint64_t key = param_key(seed, i);
+		uint64_t key = param_key(seed, p->lidx);
 
 		if (init_constant(p, x))
 			continue;
@@ -289,7 +418,7 @@ void mt_params_init_shard(const struct mt_params *t, float *w, uint64_t seed)
 	for (int i = 0; i < t->n; i++) {
 		const struct mt_param *p = &t->p[i];
 		int64_t cols = p->shape[1], c0 = logical_col(p, t->tp_rank);
-		uint64_t key = param_key(seed, i);
+		uint64_t key = param_key(seed, p->lidx);
 
 		if (init_constant(p, w + p->offset))
 			continue;

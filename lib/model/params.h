@@ -15,7 +15,15 @@
  * shard's shape (shape) beside the logical one (gshape) and how it splits (split, as
  * Megatron's ColumnParallelLinear, RowParallelLinear and VocabParallelEmbedding split
  * it). Sharding, gradient reductions, the gradient norm's count of replicas,
- * checkpoint slices and the dry run's memory all read these fields. */
+ * checkpoint slices and the dry run's memory all read these fields.
+ *
+ * Pipeline parallelism is a selection from the same rows: a table built for a stage
+ * (mt_params_build_stage) holds the parameters of its layers (with their global layer
+ * numbers and logical names), the embeddings on the first stage, the final norm and the
+ * output layer on the last; with tied embeddings the last stage holds its own copy of
+ * the word embedding (tied_copy), initialized as the first stage's, and each row keeps
+ * its index in the whole model's table (lidx) so that initialization and checkpoints
+ * stay those of one model. */
 #ifndef MT_PARAMS_H
 #define MT_PARAMS_H
 
@@ -60,19 +68,38 @@ struct mt_param {
 	int norm_skip;           /* 1: a replica counted by tensor-parallel rank 0, not here */
 	int tp_grad_reduce;      /* 1: its gradient is partial on each rank (sequence parallel,
 				  * Megatron's sequence_parallel attribute): summed over the group */
+	int lidx;                /* its row in the whole model's table (initialization, checkpoints) */
+	int tied_copy;           /* the last stage's copy of the tied word embedding: counted in
+				  * the norm and written to checkpoints by the first stage only */
+};
+
+/* How pipeline parallelism cuts the decoder layers (Megatron's rules): over size stages
+ * evenly, or with the first and/or last stage holding its own count (Megatron's
+ * --decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers; 0: even) and
+ * the other stages the rest evenly; with vp model chunks a stage (interleaving), chunk c
+ * of stage r holds the layer block number c * size + r of L / (size vp) layers. */
+struct mt_pp_split {
+	int size;                /* p: stages (1: none) */
+	int vp;                  /* v: model chunks on each stage (1: no interleaving) */
+	int first, last;         /* layers of the first / last stage; 0: the even share */
 };
 
 struct mt_params {
 	struct mt_param *p;
 	int n;
 	int64_t total;           /* floats in the flat buffer */
-	int layer_first[2];      /* unused by the CPU backend; reserved for pipeline stages */
 	/* index of each kind for each layer (-1 if absent), and of the non-layer ones */
 	int *idx;                /* [num_layers][MT_P_NKINDS] */
 	int glob[MT_P_NKINDS];
 	int num_layers;
 	int tp_size, tp_rank;    /* the tensor-parallel rank this table is for (1, 0: whole) */
 	int sequence_parallel;
+	/* the pipeline stage this table is for (1, 0: whole): its model chunks, chunk c holding
+	 * layers [chunk_layers[2c], chunk_layers[2c + 1]); the first stage holds the
+	 * embeddings, the last the final norm and the output layer (or the tied copy) */
+	int pp_size, pp_rank, nchunks;
+	int *chunk_layers;
+	int first_stage, last_stage;
 };
 
 /* The whole model's table (tensor-parallel size 1: every shape its gshape, split still
@@ -89,13 +116,24 @@ int mt_params_build(struct mt_params *t, const struct mt_config *c, struct mt_er
  * covers its part of the sequence only. */
 int mt_params_build_tp(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
 		       struct mt_err *err);
+/* The table of stage `stage` of split s for tensor-parallel rank `rank` of `size`
+ * (mt_params_build_tp's checks, then mt_pp_split_check's). Stage 0 of a split of size 1
+ * is mt_params_build_tp. */
+int mt_params_build_stage(struct mt_params *t, const struct mt_config *c, int size, int rank, int sequence_parallel,
+			  const struct mt_pp_split *s, int stage, struct mt_err *err);
+/* Megatron's requirements on a pipeline split, each naming its flags (MT_EXIT_USAGE):
+ * the layers divide as asked, every stage (and every chunk) holds at least one layer. */
+int mt_pp_split_check(const struct mt_config *c, const struct mt_pp_split *s, struct mt_err *err);
+/* Layers [*lo, *hi) of chunk `chunk` of stage `stage` (a checked split). */
+void mt_pp_split_layers(const struct mt_config *c, const struct mt_pp_split *s, int stage, int chunk, int *lo, int *hi);
 void mt_params_free(struct mt_params *t);
 /* Copy between a logical buffer (laid out by `logical`, a table of size 1: what
  * checkpoints hold) and rank `rank`'s shard (laid out by `local`, a table of the same
- * model for any rank of the group: only shapes and offsets are read). to_logical 1:
- * the shard's elements into their places of the logical buffer (a replicated parameter
- * is copied whole); 0: the rank's shard out of the logical buffer. The two tables may
- * differ in the padded vocabulary: rows one has and the other lacks are skipped, and
+ * model for any rank of the group and any pipeline stage: only shapes, offsets and lidx
+ * are read). to_logical 1: the shard's elements into their places of the logical buffer
+ * (a replicated parameter is copied whole; a tied copy not at all: the first stage
+ * writes the embedding); 0: the rank's shard out of the logical buffer. The two tables
+ * may differ in the padded vocabulary: rows one has and the other lacks are skipped, and
  * read as zeros into a shard. */
 void mt_params_slice(const struct mt_params *local, int rank, const struct mt_params *logical, float *logical_buf,
 		     float *shard, int to_logical);

@@ -1,7 +1,12 @@
 /* estimate.c: the dry-run arithmetic (see estimate.h). */
 #include "train/estimate.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "dist/dist.h"
+#include "dist/ppsched.h"
 #include "model/params.h"
 
 int64_t mt_rampup_batch(const int64_t rampup[3], int64_t gbs, int64_t consumed)
@@ -68,17 +73,21 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 {
 	const struct mt_config *c = a->cfg;
 	int64_t md = a->micro_batch_size * a->dp, v = c->padded_vocab_size;
-	int64_t layers = c->num_layers / (a->pp > 0 ? a->pp : 1);
 	double s = c->seq_length, b = (double)a->micro_batch_size, t = a->tp;
 	struct mt_params tab;
+	struct mt_pp_split split = a->pipeline;
+
+	memset(e, 0, sizeof(*e));
+	split.size = a->pp;
+	if (split.vp < 1)
+		split.vp = 1;
 
 	if (a->global_batch_size % md)
 		return mt_err_set(err, MT_EXIT_USAGE,
 				  "--global-batch-size %lld is not a multiple of --micro-batch-size %lld x %d data-parallel ranks",
 				  (long long)a->global_batch_size, (long long)a->micro_batch_size, a->dp);
-	if (c->num_layers % a->pp)
-		return mt_err_set(err, MT_EXIT_USAGE, "--num-layers %d is not a multiple of --pipeline-model-parallel-size %d",
-				  c->num_layers, a->pp);
+	if (mt_pp_split_check(c, &split, err))
+		return -1;
 	e->ramp_increments = e->ramp_samples_per_increment = 0;
 	if (a->rampup[0] > 0) {
 		if (a->rampup[1] <= 0 || a->rampup[2] <= 0 || a->rampup[0] > a->global_batch_size ||
@@ -94,38 +103,101 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 		e->ramp_increments = (a->global_batch_size - a->rampup[0]) / a->rampup[1];
 		e->ramp_samples_per_increment = e->ramp_increments ? a->rampup[2] / e->ramp_increments : 0;
 	}
-	/* the first stage's parameters on tensor-parallel rank 0: shards and whole replicas */
-	if (mt_params_build_tp(&tab, c, a->tp, 0, a->sequence_parallel, err))
-		return -1;
 	e->params = mt_config_num_params(c);
-	e->params_per_gpu = 0;
-	for (int i = 0; i < tab.n; i++) {
-		const struct mt_param *p = &tab.p[i];
-		if (p->layer >= 0 ? p->layer < layers
-				  : p->kind == MT_P_WORD_EMB || p->kind == MT_P_POS_EMB || a->pp == 1)
-			e->params_per_gpu += p->numel;
-	}
-	mt_params_free(&tab);
-	e->weights = (double)e->params_per_gpu * a->param_bytes;
-	e->grads = (double)e->params_per_gpu * 4;
-	/* 16-bit weights: an fp32 master besides them; fp32 weights are their own master,
-	 * except under the distributed optimizer, which shards the master and keeps the
-	 * whole fp32 weights for the forward (what the CUDA backend allocates) */
-	e->optimizer = (double)e->params_per_gpu * (a->param_bytes < 4 || a->distributed_optimizer ? 12 : 8) /
-		       (a->distributed_optimizer ? a->dp : 1);
-	/* Korthikanti et al.'s bytes are for 16-bit activations; fp32 holds each in 4 */
 	e->act_layer = mt_estimate_act_layer(s, b, c->hidden_size, c->num_attention_heads, a->tp, a->sequence_parallel,
 					     a->recompute, &e->act_formula) * (a->param_bytes == 4 ? 2 : 1);
 	e->grad_accum = a->global_batch_size / md;
-	/* 1F1B: the first stage holds up to pp micro-batches' activations */
-	e->act_layers = layers;
-	e->act_inflight = a->pp < e->grad_accum ? a->pp : e->grad_accum;
-	e->activations = e->act_layer * (double)layers * (double)e->act_inflight;
-	e->logits = a->pp == 1 ? s * b * (double)v / t * 4 : 0; /* on the last stage otherwise */
-	e->total = e->weights + e->grads + e->optimizer + e->activations + e->logits;
+	if (a->pp > 1 && mt_pp_sched_check((enum mt_pp_kind)a->pp_schedule, a->pp, split.vp, (int)e->grad_accum,
+					   a->pp_group, err))
+		return -1;
+	e->stages = calloc((size_t)a->pp, sizeof(*e->stages));
+	if (!e->stages)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	e->nstages = a->pp;
+	for (int r = 0; r < a->pp; r++) {
+		struct mt_estimate_stage *st = &e->stages[r];
+		struct mt_pp_sched sc;
+		double live = 0, peak = 0, msg = s * b * c->hidden_size / (a->sequence_parallel && a->tp > 1 ? t : 1) *
+					       (a->param_bytes == 4 ? 4 : 2);
+		int lmax = 0;
+		/* the stage's parameters on tensor-parallel rank 0: shards and whole replicas */
+		if (mt_params_build_stage(&tab, c, a->tp, 0, a->sequence_parallel, &split, r, err)) {
+			mt_estimate_free(e);
+			return -1;
+		}
+		st->params = 0;
+		for (int i = 0; i < tab.n; i++)
+			st->params += tab.p[i].numel;
+		st->layer_lo = tab.chunk_layers[0];
+		st->layer_hi = tab.chunk_layers[2 * tab.nchunks - 1];
+		st->weights = (double)st->params * a->param_bytes;
+		st->grads = (double)st->params * 4;
+		/* 16-bit weights: an fp32 master besides them; fp32 weights are their own
+		 * master, except under the distributed optimizer, which shards the master and
+		 * keeps the whole fp32 weights for the forward (what the CUDA backend allocates) */
+		st->optimizer = (double)st->params * (a->param_bytes < 4 || a->distributed_optimizer ? 12 : 8) /
+				(a->distributed_optimizer ? a->dp : 1);
+		/* the activations the schedule keeps: layers of each chunk from its forward to
+		 * its backward (its weight pass when split), at the peak of their sum */
+		if (mt_pp_sched_make(&sc, a->pp > 1 ? (enum mt_pp_kind)a->pp_schedule : MT_PP_1F1B, a->pp, split.vp,
+				     (int)e->grad_accum, r, a->pp_group, 0, err)) {
+			mt_params_free(&tab);
+			mt_estimate_free(e);
+			return -1;
+		}
+		st->p2p_bytes = 0;
+		for (int i = 0; i < sc.n; i++) {
+			const struct mt_pp_action *x = &sc.a[i];
+			int nl = tab.chunk_layers[2 * x->chunk + 1] - tab.chunk_layers[2 * x->chunk];
+			if (x->op == MT_PP_FWD)
+				live += nl;
+			else if (x->op == MT_PP_BWD || x->op == MT_PP_BWD_WEIGHT)
+				live -= nl;
+			else if (x->op == MT_PP_SEND_FWD || x->op == MT_PP_SEND_BWD)
+				st->p2p_bytes += msg;
+			if (live > peak)
+				peak = live;
+		}
+		if (tab.last_stage)
+			lmax = sc.inflight[tab.nchunks - 1];
+		mt_pp_sched_free(&sc);
+		st->layers = 0;
+		for (int k = 0, o = 0; k < tab.nchunks; k++) {
+			int lo = tab.chunk_layers[2 * k], hi = tab.chunk_layers[2 * k + 1];
+			st->layers += hi - lo;
+			if (o >= 0 && o < (int)sizeof(st->chunks))
+				o += snprintf(st->chunks + o, sizeof(st->chunks) - (size_t)o, "%s%d..%d", k ? "," : "", lo, hi - 1);
+		}
+		st->inflight = peak / (st->layers > 0 ? st->layers : 1);
+		st->activations = e->act_layer * peak;
+		/* the last stage's fp32 logits, one set a micro-batch in flight on its last chunk */
+		st->logits = tab.last_stage ? s * b * (double)v / t * 4 * (lmax > 0 ? lmax : 1) : 0;
+		st->total = st->weights + st->grads + st->optimizer + st->activations + st->logits;
+		if (st->total > e->stages[e->busiest].total)
+			e->busiest = r;
+		mt_params_free(&tab);
+	}
+	/* the first stage's figures, as the report has always given them */
+	e->params_per_gpu = e->stages[0].params;
+	e->weights = e->stages[0].weights;
+	e->grads = e->stages[0].grads;
+	e->optimizer = e->stages[0].optimizer;
+	e->act_layers = e->stages[0].layers;
+	e->act_inflight = e->stages[0].inflight;
+	e->activations = e->stages[0].activations;
+	e->logits = e->stages[0].logits;
+	e->total = e->stages[0].total;
+	e->bubble = a->pp > 1 ? mt_pp_bubble((enum mt_pp_kind)a->pp_schedule, a->pp, split.vp, (int)e->grad_accum, 1, 1, 1) : 0;
 	e->flops_per_step = mt_config_flops_per_token(c) * s * (double)a->global_batch_size;
 	e->flops_per_step_per_gpu = e->flops_per_step / a->world;
 	return 0;
+}
+
+void mt_estimate_free(struct mt_estimate *e)
+{
+	free(e->stages);
+	e->stages = NULL;
+	e->nstages = 0;
 }
 
 static void group(FILE *out, const char *name, int world, int tp, int pp, int which)
@@ -194,11 +266,27 @@ void mt_estimate_print(FILE *out, const struct mt_estimate_args *a, const struct
 		fprintf(out, "; 1/%d of them on each data-parallel rank", a->dp);
 	fprintf(out, ")\n");
 	fprintf(out, "  activations                 %8.2f GiB (Korthikanti et al. 2022, %s%s: %.3f GiB a layer and "
-		"micro-batch x %lld layers x %lld micro-batches in flight)\n", e->activations / GiB, e->act_formula,
+		"micro-batch x %lld layers x %.4g micro-batches in flight)\n", e->activations / GiB, e->act_formula,
 		a->param_bytes == 4 ? ", x 2 for fp32" : "", e->act_layer / GiB, (long long)e->act_layers,
-		(long long)e->act_inflight);
+		e->act_inflight);
 	fprintf(out, "  logits                      %8.2f GiB\n", e->logits / GiB);
 	fprintf(out, "  total                       %8.2f GiB\n", e->total / GiB);
+	if (a->pp > 1) {
+		int v = a->pipeline.vp > 1 ? a->pipeline.vp : 1;
+		const char *k = mt_pp_kind_name((enum mt_pp_kind)a->pp_schedule);
+		fprintf(out, "pipeline: %d stages x %d model chunk(s), schedule %s, %lld micro-batches a step: bubble %s = "
+			"%.4f of the ideal step (%.1f%% of the step)\n", a->pp, v, k, (long long)e->grad_accum,
+			a->pp_schedule == MT_PP_INTERLEAVED ? "(p-1)/(v m)" : a->pp_schedule == MT_PP_ZBH1
+			? "(p-1)(T_F+T_B-T_W)/(m (T_F+T_B+T_W)), equal passes" : "(p-1)/m", e->bubble,
+			100 * e->bubble / (1 + e->bubble));
+		fprintf(out, "stage\tlayers\tparameters\tin flight\tactivations GiB\tlogits GiB\ttotal GiB\tp2p MB/step\n");
+		for (int r = 0; r < e->nstages; r++) {
+			const struct mt_estimate_stage *st = &e->stages[r];
+			fprintf(out, "%d\t%s\t%lld\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\n", r, st->chunks, (long long)st->params, st->inflight, st->activations / GiB, st->logits / GiB, st->total / GiB,
+				st->p2p_bytes / 1e6);
+		}
+		fprintf(out, "busiest stage: %d (%.2f GiB)\n", e->busiest, e->stages[e->busiest].total / GiB);
+	}
 	fprintf(out, "flops per step: %.4g (%.4g per GPU; 6 x matmul parameters + 6 x L x s x heads x head size per token, "
 		"x seq %d x global batch %lld)\n", e->flops_per_step, e->flops_per_step_per_gpu, c->seq_length,
 		(long long)a->global_batch_size);

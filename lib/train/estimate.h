@@ -2,8 +2,16 @@
  * --dry-run): the rank layout, parameters, memory per GPU and FLOPs per step, for any
  * world size, on a laptop.
  *
- * Memory per GPU is for the busiest rank: the first pipeline stage (it holds the
- * embeddings and, under the 1F1B schedule, the activations of up to pp micro-batches).
+ * Memory per GPU is given for the first pipeline stage (it holds the embeddings and,
+ * under the 1F1B schedule, the activations of up to pp micro-batches) and, with pipeline
+ * parallelism, for every stage: its parameters from its stage table (the last stage's
+ * tied copy of the embedding included), the activations of the micro-batches its
+ * schedule keeps in flight (counted from the schedule's own action list: 1F1B p - r on
+ * stage r; interleaved Megatron's warm-up + 1 virtual micro-batches of L/(p v) layers;
+ * ZB-H1 p on every stage, each held until its weight pass, as Qi et al. count it), the
+ * last stage's logits, the bubble fraction of the schedule and the bytes each stage sends
+ * to its neighbours a step (activations and gradients of [s/t with SP, b, h] in the
+ * training dtype).
  * Its parameters are counted from the split table of tensor-parallel rank 0
  * (mt_params_build_tp): split weights 1/t each, replicas (norms, row-parallel biases,
  * position embeddings) whole; the first stage holds the embeddings and its L/pp layers,
@@ -22,6 +30,7 @@
 #include <stdio.h>
 
 #include "model/config.h"
+#include "model/params.h"
 #include "base/err.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity and --recompute-activations) */
@@ -42,17 +51,38 @@ struct mt_estimate_args {
 	const char *dtype;
 	int sequence_parallel;          /* --sequence-parallel; ignored at tp 1, as Megatron does */
 	enum mt_recompute recompute;
+	/* pipeline parallelism: the layers' split (pipeline.size = pp; 0: even, one chunk),
+	 * the schedule (enum mt_pp_kind) and its micro-batch group (0: pp) */
+	struct mt_pp_split pipeline;
+	int pp_schedule, pp_group;
+};
+
+/* One pipeline stage's share (mt_estimate's stages[]). */
+struct mt_estimate_stage {
+	int layer_lo, layer_hi;         /* its first layer and one past its last (chunks between) */
+	int layers;                     /* how many it holds */
+	char chunks[64];                /* its layers, chunk by chunk: "0..2,48..50" */
+	int64_t params;
+	double weights, grads, optimizer, activations, logits, total; /* bytes */
+	double inflight;                /* micro-batches of the stage's layers in flight at its peak */
+	double p2p_bytes;               /* sent to its neighbours a step */
 };
 
 struct mt_estimate {
 	int64_t params, params_per_gpu;
 	double weights, grads, optimizer, activations, logits, total; /* bytes per GPU */
 	double act_layer;               /* bytes of one layer and micro-batch, in the training dtype */
-	int64_t act_layers, act_inflight; /* layers on the first stage, micro-batches in flight */
+	int64_t act_layers;             /* layers on the first stage */
+	double act_inflight;            /* micro-batches of them in flight at the peak (interleaved:
+					 * chunks of different micro-batches, in units of the stage) */
 	const char *act_formula;        /* which case of Korthikanti et al., and its formula */
 	double flops_per_step, flops_per_step_per_gpu;
 	int64_t grad_accum;
 	int64_t ramp_increments, ramp_samples_per_increment;
+	/* pipeline parallelism (nstages = pp) */
+	struct mt_estimate_stage *stages;
+	int nstages, busiest;
+	double bubble;                  /* over the ideal step (the papers' unit) */
 };
 
 /* Korthikanti et al. 2022's activation bytes of one transformer layer for one micro-batch
@@ -70,6 +100,7 @@ double mt_estimate_act_layer(double s, double b, double h, double a, int t, int 
  * micro x dp) and the model's split (mt_params_build_tp's checks; cfg->padded_vocab_size
  * padded for tp) and fill e. */
 int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct mt_err *err);
+void mt_estimate_free(struct mt_estimate *e);
 /* Megatron's rampup: the global batch size once `consumed` samples are done. */
 int64_t mt_rampup_batch(const int64_t rampup[3], int64_t global_batch_size, int64_t consumed);
 /* Megatron's iteration count for --train-samples with a rampup: the ramp's iterations at

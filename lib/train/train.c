@@ -1,4 +1,6 @@
-/* train.c: the CPU training loop (see train.h). */
+/* train.c: the training loop (see train.h): micro-batches one after another, or with
+ * pipeline parallelism a stage's schedule (dist/ppsched.h) run by the executor
+ * (dist/pipeline.h) over the backend's stage passes. */
 #include "train/train.h"
 
 #include <math.h>
@@ -10,6 +12,7 @@
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
 #include "dist/dp.h"
+#include "dist/pipeline.h"
 #include "dist/tpcomm.h"
 #include "train/estimate.h"
 #include "base/log.h"
@@ -21,9 +24,9 @@ volatile sig_atomic_t mt_train_stop_requested;
 
 struct trainer {
 	const struct mt_train_args *a;
-	struct mt_params t;             /* this rank's: its tensor-parallel shard (params.h) */
-	/* what checkpoints hold: the logical table and config (the vocabulary padded as for
-	 * one rank), the same as t and a->cfg without tensor parallelism */
+	struct mt_params t;             /* this rank's: its part of the model (params.h) */
+	/* what checkpoints hold: the logical table and config (the vocabulary padded as this
+	 * layout pads it), the same as t and a->cfg without tensor or pipeline parallelism */
 	struct mt_params lt_own;
 	const struct mt_params *lt;
 	struct mt_config lcfg;
@@ -31,6 +34,29 @@ struct trainer {
 	struct mt_tpcomm tpc;
 	struct mt_tp tp;
 	int tpon;
+	/* pipeline parallelism: the pipeline, model-parallel (tensor x pipeline) and
+	 * embedding groups; ordered sums over the last two (the gradient norm and the
+	 * agreement on non-finite gradients; the tied embedding's two copies) */
+	int ppon, split;                /* split: this rank's table is not the logical one */
+	struct mt_dist *ppd, *mpd, *embd;
+	struct mt_tpcomm mpc, embc;
+	struct mt_tp mp, emb;
+	int have_mp, have_emb;
+	struct mt_pp_exec exec;
+	int have_exec;
+	struct mt_pp_sched pps[2];      /* training and evaluation, for pps_m[] micro-batches */
+	int64_t pps_m[2];
+	/* what the passes read: which split and samples, and whether the step evaluates */
+	int pp_data_split, pp_eval;
+	int64_t pp_consumed;
+	/* since the last log line: compute and step seconds, seconds and counts of each
+	 * kind of pass, bytes sent (PP_STATS doubles), over pp_steps steps */
+	double pp_stat[11];
+	int64_t pp_steps;
+	double pp_log[64 * 11];         /* every stage's, gathered for the log line */
+	int pp_log_n;
+	int64_t pp_log_m;
+	struct mt_err pp_err;           /* a pass's failure, for the executor's caller */
 	int64_t tp_logged;              /* the iteration the traffic counters were last logged */
 	struct mt_backend b;
 	float *w, *m, *v;               /* host copies, for initialization and checkpoints */
@@ -60,10 +86,10 @@ static int64_t first_sample(const struct trainer *tr, int64_t consumed, int64_t 
 	return consumed + (k * tr->d->dp + tr->d->dp_rank) * tr->a->micro_batch_size;
 }
 
-/* Gather the (value, weight) pairs of every rank's n micro-batches into lbuf and return
- * the sum of value/div over those with weight > 0, in global micro-batch order; *count
- * gets how many had weight. */
-static int gather_losses(struct trainer *tr, int64_t n, double div, double *sum, int64_t *count, int64_t step,
+/* Gather the (summed loss, counted targets) pairs of every rank's n micro-batches into
+ * lbuf and return both sums, in global micro-batch order: the loss logged is their
+ * quotient, a token-weighted mean over the global batch (Megatron's). */
+static int gather_losses(struct trainer *tr, int64_t n, double *sum, double *count, int64_t step,
 			 struct mt_err *err)
 {
 	int D = tr->d->dp;
@@ -86,10 +112,8 @@ static int gather_losses(struct trainer *tr, int64_t n, double div, double *sum,
 	*count = 0;
 	for (int64_t j = 0; j < n * D; j++) {
 		const double *x = tr->lbuf + 2 * ((j % D) * n + j / D);
-		if (x[1] > 0) {
-			*sum += x[0] / div;
-			++*count;
-		}
+		*sum += x[0];
+		*count += x[1];
 	}
 	return 0;
 }
@@ -121,67 +145,206 @@ static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *er
 	return 0;
 }
 
+/* The tied word embedding's gradient: the first stage's and the last stage's copy summed
+ * (in stage order, the same bits on both), so the two copies stay equal. */
+static int tie_embeddings(struct trainer *tr, int64_t step, struct mt_err *err)
+{
+	const struct mt_param *p = mt_params_get(&tr->t, -1, MT_P_WORD_EMB);
+	float *g = tr->b.ops->host_grads(&tr->b);
+
+	tr->embc.step = step;
+	if (!p || tr->emb.allreduce(tr->emb.ctx, g + p->offset, p->numel)) {
+		*err = tr->embc.err;
+		if (!p)
+			mt_err_set(err, MT_EXIT_USAGE, "%s: no word embedding on a stage of the embedding group", tr->d->where);
+		return -1;
+	}
+	return 0;
+}
+
+/* The passes the pipeline executor calls: the backend's stage passes, the data read by
+ * the model's first chunk (tokens) and last chunk (targets, and the loss kept in lbuf). */
+static int is_first_chunk(const struct trainer *tr, int chunk) { return tr->t.first_stage && chunk == 0; }
+static int is_last_chunk(const struct trainer *tr, int chunk)
+{
+	return tr->t.last_stage && chunk == tr->t.nchunks - 1;
+}
+
+static int pp_forward(void *ctx, int chunk, int mb, int slot, const float *in, float *out)
+{
+	struct trainer *tr = ctx;
+	int first = is_first_chunk(tr, chunk), last = is_last_chunk(tr, chunk);
+	int64_t cnt = 0;
+	double loss;
+
+	if ((first || last) && fetch(tr, tr->pp_data_split, first_sample(tr, tr->pp_consumed, mb), &tr->pp_err))
+		return -1;
+	loss = tr->b.ops->stage_forward(&tr->b, chunk, slot, tr->tok, tr->tgt, in, out, &cnt);
+	if (last) {
+		/* a non-finite loss is the step's to judge (skipped), not a failure here */
+		tr->lbuf[2 * mb] = loss * (double)cnt;
+		tr->lbuf[2 * mb + 1] = (double)cnt;
+		return 0;
+	}
+	if (isnan(loss))
+		return mt_err_set(&tr->pp_err, MT_EXIT_IO, "%s: the forward pass of micro-batch %d (chunk %d) failed",
+				  tr->d->where, mb, chunk);
+	return 0;
+}
+
+static int pp_backward(void *ctx, int chunk, int mb, int slot, const float *dout, float *din, int split)
+{
+	struct trainer *tr = ctx;
+
+	if (tr->b.ops->stage_backward(&tr->b, chunk, slot, dout, din, split))
+		return mt_err_set(&tr->pp_err, MT_EXIT_IO, "%s: the backward pass of micro-batch %d (chunk %d) failed",
+				  tr->d->where, mb, chunk);
+	return 0;
+}
+
+static int pp_weight(void *ctx, int chunk, int mb, int slot)
+{
+	struct trainer *tr = ctx;
+
+	if (tr->b.ops->stage_weight(&tr->b, chunk, slot))
+		return mt_err_set(&tr->pp_err, MT_EXIT_IO, "%s: the weight-gradient pass of micro-batch %d (chunk %d) failed",
+				  tr->d->where, mb, chunk);
+	return 0;
+}
+
+/* This stage's schedule for n micro-batches (kept until n changes, as with a rampup). */
+static const struct mt_pp_sched *pp_schedule(struct trainer *tr, int64_t n, int eval, struct mt_err *err)
+{
+	const struct mt_train_args *a = tr->a;
+
+	if (tr->pps_m[eval] != n) {
+		mt_pp_sched_free(&tr->pps[eval]);
+		tr->pps_m[eval] = 0;
+		if (mt_pp_sched_make(&tr->pps[eval], a->pp_schedule, tr->d->pp, a->pipeline.vp, (int)n, tr->d->pp_rank,
+				     a->pp_group, eval, err))
+			return NULL;
+		tr->pps_m[eval] = n;
+	}
+	return &tr->pps[eval];
+}
+
+/* One step's n micro-batches through the pipeline: the gradient added to the backend's
+ * (unless eval), the loss of each micro-batch into lbuf on every stage (summed over the
+ * pipeline group from the last stage, where the others hold zeros: exact). */
+static int pp_run(struct trainer *tr, int64_t n, int data_split, int64_t consumed, int eval, int64_t step,
+		  struct mt_err *err)
+{
+	const struct mt_pp_sched *sc = pp_schedule(tr, n, eval, err);
+	struct mt_pp_ops ops = { tr, pp_forward, pp_backward, pp_weight };
+	int rc;
+
+	if (!sc)
+		return -1;
+	memset(tr->lbuf, 0, (size_t)(2 * n) * sizeof(double));
+	tr->pp_data_split = data_split;
+	tr->pp_eval = eval;
+	tr->pp_consumed = consumed;
+	memset(&tr->pp_err, 0, sizeof(tr->pp_err));
+	rc = mt_pp_exec_run(&tr->exec, sc, &ops, step, err);
+	/* a pass's own message (a split point's first of all) before the executor's */
+	if (rc && tr->tpon && tr->tpc.failed)
+		*err = tr->tpc.err;
+	else if (rc && tr->pp_err.msg[0])
+		*err = tr->pp_err;
+	if (rc)
+		return -1;
+	if (tr->tpon && tr->tpc.failed) {
+		*err = tr->tpc.err;
+		return -1;
+	}
+	return mt_dist_allreduce_f64(tr->ppd, tr->lbuf, 2 * n, 0, "the loss from the last stage", step, err);
+}
+
 static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
-	double sum = 0;
-	int64_t gbs = batch_now(tr), n = 0, local = gbs / (a->micro_batch_size * tr->d->dp);
+	double sum = 0, n = 0;
+	int64_t gbs = batch_now(tr), local = gbs / (a->micro_batch_size * tr->d->dp);
 
 	if (!a->mock_data && !tr->plan.split[MT_SPLIT_VALID].present)
 		return 1; /* nothing to evaluate on */
 	for (int64_t it = 0; it < a->eval_iters; it++) {
-		double s;
-		int64_t c;
-		for (int64_t k = 0; k < local; k++) {
+		double s, c;
+		if (tr->ppon && pp_run(tr, local, MT_SPLIT_VALID, tr->consumed_valid, 1, tr->iteration, err))
+			return -1;
+		for (int64_t k = 0; !tr->ppon && k < local; k++) {
 			int64_t cnt = 0;
 			if (fetch(tr, MT_SPLIT_VALID, first_sample(tr, tr->consumed_valid, k), err))
 				return -1;
 			for (int64_t q = 0; q < a->micro_batch_size * a->cfg.seq_length; q++)
 				cnt += tr->tgt[q] >= 0;
-			tr->lbuf[2 * k] = tr->b.ops->step_micro(&tr->b, tr->tok, tr->tgt, 0);
+			tr->lbuf[2 * k] = tr->b.ops->step_micro(&tr->b, tr->tok, tr->tgt, 0) * (double)cnt;
 			tr->lbuf[2 * k + 1] = (double)cnt;
 		}
 		tr->consumed_valid += gbs;
-		if (gather_losses(tr, local, 1.0, &s, &c, tr->iteration, err))
+		if (gather_losses(tr, local, &s, &c, tr->iteration, err))
 			return -1;
 		sum += s;
 		n += c;
 	}
-	*loss = n ? sum / (double)n : NAN;
+	*loss = n > 0 ? sum / n : NAN;
 	return 0;
 }
 
-/* With tensor parallelism: the shards of w, m and v (m, v NULL: none) of every rank of
- * the group into the logical buffers lw, lm, lv on its rank 0 (collective over the group). */
-static int tp_gather(struct trainer *tr, float *w, float *m, float *v, float *lw, float *lm, float *lv,
+/* With tensor or pipeline parallelism: the parts of w, m and v (m, v NULL: none) of
+ * every rank of the model-parallel group (tensor x pipeline ranks of one replica; the
+ * tensor-parallel group without stages) into the logical buffers lw, lm, lv on its rank
+ * 0 (collective over the group). Member g of the group is tensor-parallel rank g % T of
+ * stage g / T; each rank makes every member's table to know the sizes. */
+static int mp_gather(struct trainer *tr, float *w, float *m, float *v, float *lw, float *lm, float *lv,
 		     struct mt_err *err)
 {
-	int T = tr->tpd->world;
-	int64_t n = tr->t.total, *cnt = calloc((size_t)T * 2, sizeof(int64_t)), *dsp = cnt + T;
-	float *all = malloc((size_t)(n * T) * sizeof(float));
-	float *src[3] = { w, m, v }, *dst[3] = { lw, lm, lv };
-	int rc = 0;
+	const struct mt_train_args *a = tr->a;
+	const struct mt_pp_split whole = { 1, 1, 0, 0 };
+	struct mt_dist *g = tr->ppon ? tr->mpd : tr->tpd;
+	int n = g->world, T = tr->d->tp, rc = 0, built = 0;
+	struct mt_params *tabs = calloc((size_t)n, sizeof(*tabs));
+	int64_t *cnt = calloc((size_t)n * 2, sizeof(int64_t)), *dsp = cnt ? cnt + n : NULL, total = 0;
+	float *src[3] = { w, m, v }, *dst[3] = { lw, lm, lv }, *all = NULL;
 
-	if (!cnt || !all) {
-		free(cnt);
-		free(all);
-		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory gathering the tensor-parallel shards", tr->d->where);
+	if (!tabs || !cnt) {
+		rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory gathering the model's parts", tr->d->where);
+		goto out;
 	}
-	for (int r = 0; r < T; r++) {
-		cnt[r] = n;
-		dsp[r] = n * r;
+	for (; built < n; built++) {
+		if (mt_params_build_stage(&tabs[built], &a->cfg, T, built % T, a->sequence_parallel,
+					  tr->ppon ? &a->pipeline : &whole, built / T, err)) {
+			rc = -1;
+			goto out;
+		}
+		cnt[built] = tabs[built].total;
+		dsp[built] = total;
+		total += cnt[built];
+	}
+	if (cnt[g->rank] != tr->t.total) {
+		rc = mt_err_set(err, MT_EXIT_IO, "%s: the model-parallel group's member %d is not this rank", tr->d->where,
+				g->rank);
+		goto out;
+	}
+	if (!(all = malloc((size_t)(total ? total : 1) * sizeof(float)))) {
+		rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory gathering the model's parts", tr->d->where);
+		goto out;
 	}
 	for (int k = 0; k < 3 && rc == 0; k++) {
 		if (!src[k])
 			continue;
-		memcpy(all + n * tr->tpd->rank, src[k], (size_t)n * sizeof(float));
-		rc = mt_dist_gatherv_f32(tr->tpd, all, cnt, dsp, "the checkpoint's tensor-parallel gather", tr->iteration, err);
-		if (rc == 0 && tr->tpd->rank == 0)
-			for (int r = 0; r < T; r++)
-				mt_params_slice(&tr->t, r, tr->lt, dst[k], all + n * r, 1);
+		memcpy(all + dsp[g->rank], src[k], (size_t)cnt[g->rank] * sizeof(float));
+		rc = mt_dist_gatherv_f32(g, all, cnt, dsp, "the checkpoint's gather of the model's parts", tr->iteration, err);
+		if (rc == 0 && g->rank == 0)
+			for (int r = 0; r < n; r++)
+				mt_params_slice(&tabs[r], r % T, tr->lt, dst[k], all + dsp[r], 1);
 	}
-	free(all);
+out:
+	for (int r = 0; r < built; r++)
+		mt_params_free(&tabs[r]);
+	free(tabs);
 	free(cnt);
+	free(all);
 	return rc;
 }
 
@@ -201,17 +364,17 @@ static int save(struct trainer *tr, struct mt_err *err)
 		rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err);
 	else if (rc == 0 && tr->d->dp_rank == 0)
 		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
-	if (tr->tpon && tr->d->dp_rank == 0) {
-		/* the first replica's tensor-parallel ranks send their shards to its rank 0,
-		 * which writes the logical tensors (until every rank writes its own shards) */
+	if (tr->split && tr->d->dp_rank == 0) {
+		/* the first replica's tensor- and pipeline-parallel ranks send their parts to its
+		 * rank 0, which writes the logical tensors (until every rank writes its own) */
 		float *lw = NULL, *lm = NULL, *lv = NULL;
 		int64_t n = tr->lt->total;
-		if (rc == 0 && tr->tpd->rank == 0 &&
+		if (rc == 0 && tr->d->rank == 0 &&
 		    (!(lw = calloc((size_t)n, sizeof(float))) || !(lm = calloc((size_t)n, sizeof(float))) ||
 		     !(lv = calloc((size_t)n, sizeof(float)))))
 			rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint", tr->d->where);
 		if (rc == 0)
-			rc = tp_gather(tr, tr->w, tr->m, tr->v, lw, lm, lv, err);
+			rc = mp_gather(tr, tr->w, tr->m, tr->v, lw, lm, lv, err);
 		if (rc == 0 && tr->d->rank == 0)
 			rc = mt_ckpt_save(a->save, tr->lt, lw, lm, lv, &s, a->keep_last, err);
 		free(lw), free(lm), free(lv);
@@ -247,38 +410,50 @@ static int load(struct trainer *tr, struct mt_err *err)
 		return mt_err_prefix(err, "checkpoint '%s'", dir);
 	}
 	if (c.num_layers != tr->lcfg.num_layers || c.hidden_size != tr->lcfg.hidden_size ||
-	    c.padded_vocab_size != tr->lcfg.padded_vocab_size) {
+	    c.vocab_size != tr->lcfg.vocab_size) {
 		mt_ckpt_loaded_free(&st);
 		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
-				  dir, c.num_layers, c.hidden_size, (long long)c.padded_vocab_size);
+				  dir, c.num_layers, c.hidden_size, (long long)c.vocab_size);
 	}
 	/* every rank reads the whole file; with ZeRO each keeps its shard of the moments, so
 	 * a run resumes with any number of data-parallel ranks (dp.c's shard, or the device
 	 * backend's, which takes it from the whole buffers) */
 	int dpzero = tr->a->distributed_optimizer && tr->have_dp;
-	if (tr->tpon) {
-		/* the logical tensors, then this rank's slices of them (any layout reads
-		 * any checkpoint) */
-		int64_t n = tr->lt->total;
-		float *lw = malloc((size_t)n * sizeof(float)), *lm = calloc((size_t)n, sizeof(float));
-		float *lv = calloc((size_t)n, sizeof(float));
-		int bad = !lw || !lm || !lv;
+	int direct = !tr->split && c.padded_vocab_size == tr->lcfg.padded_vocab_size;
+	if (!direct) {
+		/* the logical tensors of the checkpoint's own table (its vocabulary padded for
+		 * the layout that wrote it), then this rank's part of them: any layout reads any
+		 * checkpoint, padding rows one has and the other lacks dropped or zero */
+		struct mt_config cc = tr->lcfg;
+		struct mt_params ct;
+		float *lw = NULL, *lm = NULL, *lv = NULL;
+		int bad;
+		cc.padded_vocab_size = c.padded_vocab_size;
+		if (mt_params_build(&ct, &cc, err)) {
+			mt_ckpt_loaded_free(&st);
+			return mt_err_prefix(err, "checkpoint '%s'", dir);
+		}
+		lw = malloc((size_t)ct.total * sizeof(float));
+		lm = calloc((size_t)ct.total, sizeof(float));
+		lv = calloc((size_t)ct.total, sizeof(float));
+		bad = !lw || !lm || !lv;
 		if (bad)
 			mt_err_set(err, MT_EXIT_IO, "%s: out of memory loading '%s'", tr->d->where, dir);
 		else
-			bad = mt_ckpt_load(dir, tr->lt, lw, st.has_optimizer ? lm : NULL, st.has_optimizer ? lv : NULL, 0, err);
+			bad = mt_ckpt_load(dir, &ct, lw, st.has_optimizer ? lm : NULL, st.has_optimizer ? lv : NULL, 0, err);
 		if (!bad) {
-			mt_params_slice(&tr->t, tr->tp.rank, tr->lt, lw, tr->w, 0);
-			mt_params_slice(&tr->t, tr->tp.rank, tr->lt, lm, tr->m, 0);
-			mt_params_slice(&tr->t, tr->tp.rank, tr->lt, lv, tr->v, 0);
+			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lw, tr->w, 0);
+			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lm, tr->m, 0);
+			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lv, tr->v, 0);
 		}
 		free(lw), free(lm), free(lv);
+		mt_params_free(&ct);
 		if (bad) {
 			mt_ckpt_loaded_free(&st);
 			return -1;
 		}
 	}
-	if ((!tr->tpon &&
+	if ((direct &&
 	     mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err)) ||
 	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !dpzero ? tr->m : NULL,
 				  st.has_optimizer && !dpzero ? tr->v : NULL, err)) {
@@ -299,6 +474,32 @@ static int load(struct trainer *tr, struct mt_err *err)
 	if (!tr->a->quiet)
 		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed)", dir, (long long)tr->iteration,
 			(long long)tr->consumed_train);
+	return 0;
+}
+
+/* Every stage's counters since the last log line to every stage of the pipeline group
+ * (rank 0 logs them), then zeroed. */
+static int pp_gather_stats(struct trainer *tr, int64_t m, struct mt_err *err)
+{
+	int p = tr->d->pp, n = (int)(sizeof(tr->pp_stat) / sizeof(tr->pp_stat[0]));
+	int64_t cnt[64], dsp[64];
+
+	if (p > 64) {
+		tr->pp_log_n = 0;
+		return 0;
+	}
+	for (int q = 0; q < p; q++) {
+		cnt[q] = n;
+		dsp[q] = (int64_t)q * n;
+	}
+	for (int k = 0; k < n; k++)
+		tr->pp_log[tr->d->pp_rank * n + k] = tr->pp_stat[k] / (double)(tr->pp_steps ? tr->pp_steps : 1);
+	if (mt_dist_allgatherv_f64(tr->ppd, tr->pp_log, cnt, dsp, "the pipeline's counters", tr->iteration, err))
+		return -1;
+	tr->pp_log_n = p;
+	tr->pp_log_m = m;
+	memset(tr->pp_stat, 0, sizeof(tr->pp_stat));
+	tr->pp_steps = 0;
 	return 0;
 }
 
@@ -329,6 +530,30 @@ static void log_line(struct trainer *tr, double loss, double lr, double gnorm, d
 				n > 0 ? (double)by / (double)n : 0.0, n > 0 ? (double)el / (double)n : 0.0);
 			mt_tpcomm_reset_counts(&tr->tpc);
 			tr->tp_logged = tr->iteration;
+		}
+		if (tr->ppon && tr->pp_log_n > 0) {
+			/* each stage's measured bubble (idle over compute time, the papers' unit) and
+			 * the formula's from the measured pass times averaged over the stages */
+			const int n = (int)(sizeof(tr->pp_stat) / sizeof(tr->pp_stat[0]));
+			double t[MT_PP_T_NKINDS] = { 0 }, c[MT_PP_T_NKINDS] = { 0 }, by = 0;
+			fprintf(tr->json, ", \"pp_schedule\": \"%s\", \"pp_bubble\": [", mt_pp_kind_name(tr->a->pp_schedule));
+			for (int q = 0; q < tr->pp_log_n; q++) {
+				const double *x = tr->pp_log + q * n;
+				fprintf(tr->json, "%s%.6g", q ? ", " : "", x[0] > 0 ? (x[1] - x[0]) / x[0] : 0.0);
+				for (int k = 0; k < MT_PP_T_NKINDS; k++) {
+					t[k] += x[2 + k];
+					c[k] += x[6 + k];
+				}
+				by += x[10];
+			}
+			for (int k = 0; k < MT_PP_T_NKINDS; k++)
+				t[k] = c[k] > 0 ? t[k] / c[k] : 0;
+			fprintf(tr->json, "], \"pp_bubble_formula\": %.6g, \"pp_pass_seconds\": {\"forward\": %.6g, "
+				"\"backward\": %.6g, \"backward_input\": %.6g, \"backward_weight\": %.6g}, "
+				"\"pp_bytes_per_step\": %.6g",
+				mt_pp_bubble(tr->a->pp_schedule, tr->d->pp, tr->a->pipeline.vp, (int)tr->pp_log_m, t[MT_PP_T_FWD],
+					     t[MT_PP_T_BWD_INPUT], t[MT_PP_T_BWD_WEIGHT]),
+				t[MT_PP_T_FWD], t[MT_PP_T_BWD], t[MT_PP_T_BWD_INPUT], t[MT_PP_T_BWD_WEIGHT], by / tr->pp_log_n);
 		}
 		fprintf(tr->json, "}\n");
 		fflush(tr->json);
@@ -365,30 +590,57 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				  (long long)a->micro_batch_size, tr.d->dp);
 	micro = a->global_batch_size / a->micro_batch_size; /* the most: the rampup only grows to it */
 	local = micro / tr.d->dp;
-	tr.dpd = tr.tpd = tr.d;
+	tr.dpd = tr.tpd = tr.ppd = tr.d;
 	tr.lt = &tr.t;
 	tr.lcfg = a->cfg;
-	if (tr.d->tp > 1) {
-		/* tensor parallelism: this rank's shard of the model over its group; the
-		 * logical table (vocabulary padded as for one rank) for checkpoints */
+	tr.ppon = tr.d->pp > 1;
+	if (a->pipeline.size != tr.d->pp && (tr.ppon || a->pipeline.size > 1))
+		return mt_err_set(err, MT_EXIT_USAGE, "%s: the layout has %d pipeline stages, the model's split %d", tr.d->where,
+				  tr.d->pp, a->pipeline.size);
+	if (tr.d->tp > 1 || tr.ppon) {
+		/* tensor and pipeline parallelism: this rank's part of the model; the logical
+		 * table for checkpoints, its vocabulary padded as this layout pads it (Megatron's
+		 * multiple of divisible-by x TP: the padding rows train too, through the softmax,
+		 * so a run resumes exactly only with its own) */
+		const struct mt_pp_split whole = { 1, 1, 0, 0 };
 		tr.tpd = mt_dist_group(tr.d, MT_GROUP_TP);
 		tr.dpd = mt_dist_group(tr.d, MT_GROUP_DP);
-		if (!tr.tpd || !tr.dpd)
-			return mt_err_set(err, MT_EXIT_USAGE, "%s: no tensor- or data-parallel group (the layout was not made)",
-					  tr.d->where);
-		if (mt_tpcomm_init(&tr.tpc, tr.tpd, a->sequence_parallel, &tr.tp, err))
+		tr.ppd = mt_dist_group(tr.d, MT_GROUP_PP);
+		tr.mpd = mt_dist_group(tr.d, MT_GROUP_MP);
+		if (!tr.tpd || !tr.dpd || !tr.ppd || !tr.mpd)
+			return mt_err_set(err, MT_EXIT_USAGE, "%s: no tensor-, data- or pipeline-parallel group (the layout was "
+					  "not made)", tr.d->where);
+		if (tr.d->tp > 1 && mt_tpcomm_init(&tr.tpc, tr.tpd, a->sequence_parallel, &tr.tp, err))
 			return -1;
-		tr.tpon = 1;
-		tr.lcfg.padded_vocab_size = mt_config_padded_vocab(a->cfg.vocab_size, a->cfg.make_vocab_size_divisible_by, 1);
-		if (mt_params_build_tp(&tr.t, &a->cfg, tr.d->tp, tr.d->tp_rank, a->sequence_parallel, err) ||
+		tr.tpon = tr.d->tp > 1;
+		tr.split = 1;
+		if (mt_params_build_stage(&tr.t, &a->cfg, tr.d->tp, tr.d->tp_rank, a->sequence_parallel,
+					  tr.ppon ? &a->pipeline : &whole, tr.d->pp_rank, err) ||
 		    mt_params_build(&tr.lt_own, &tr.lcfg, err)) {
-			mt_tpcomm_free(&tr.tpc);
+			if (tr.tpon)
+				mt_tpcomm_free(&tr.tpc);
 			mt_params_free(&tr.t);
 			return -1;
 		}
 		tr.lt = &tr.lt_own;
 	} else if (mt_params_build(&tr.t, &a->cfg, err)) {
 		return -1;
+	}
+	if (tr.ppon) {
+		/* ordered sums over every model-parallel rank (the norm, the agreement on
+		 * non-finite gradients) and over the two copies of a tied embedding */
+		if (mt_tpcomm_init(&tr.mpc, tr.mpd, 0, &tr.mp, err))
+			goto out;
+		tr.have_mp = 1;
+		if (!a->cfg.untie_embeddings_and_output_weights && (tr.t.first_stage || tr.t.last_stage)) {
+			if (!(tr.embd = mt_dist_group(tr.d, MT_GROUP_EMB))) {
+				mt_err_set(err, MT_EXIT_USAGE, "%s: no embedding group (the layout was not made)", tr.d->where);
+				goto out;
+			}
+			if (mt_tpcomm_init(&tr.embc, tr.embd, 0, &tr.emb, err))
+				goto out;
+			tr.have_emb = 1;
+		}
 	}
 	tr.w = malloc((size_t)tr.t.total * sizeof(float));
 	tr.m = calloc((size_t)tr.t.total, sizeof(float));
@@ -412,6 +664,13 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.b.opt.tp_dist = tr.tpon ? tr.tpd : NULL;
 	tr.b.opt.tp_comm = a->tp_comm;
 	tr.b.opt.label_smoothing = a->label_smoothing;
+	tr.b.opt.mp = tr.ppon ? &tr.mp : NULL;
+	tr.b.opt.split_backward = tr.ppon && a->pp_schedule == MT_PP_ZBH1;
+	if (tr.ppon && (!tr.b.ops->stage_forward || !tr.b.ops->stage_backward || !tr.b.ops->stage_weight)) {
+		mt_err_set(err, MT_EXIT_USAGE, "--pipeline-model-parallel-size %d: the %s backend has no pipeline stages yet "
+			   "(add --device cpu)", tr.d->pp, tr.b.ops->name);
+		goto out;
+	}
 	if (tr.b.ops->init(&tr.b, &a->cfg, &tr.t, (int)a->micro_batch_size, err))
 		goto out;
 	/* host buffers go through dp.c; a backend whose buffers live on a device reduces
@@ -419,21 +678,46 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	if (tr.b.ops->host_grads && tr.b.ops->host_grads(&tr.b)) {
 		if (mt_dp_init(&tr.dp, tr.dpd, &tr.t, a->distributed_optimizer, err))
 			goto out;
-		tr.dp.tp = tr.tpon ? &tr.tp : NULL;
+		tr.dp.tp = tr.ppon ? &tr.mp : tr.tpon ? &tr.tp : NULL;
 		tr.have_dp = 1;
+	} else if (tr.ppon) {
+		mt_err_set(err, MT_EXIT_USAGE, "--pipeline-model-parallel-size %d: the %s backend keeps no gradients in host "
+			   "memory", tr.d->pp, tr.b.ops->name);
+		goto out;
+	}
+	if (tr.ppon) {
+		/* the activations a stage sends: [rows][hidden], a sequence shard's rows with SP */
+		int64_t rows = a->micro_batch_size * L / (tr.tpon && a->sequence_parallel ? tr.d->tp : 1);
+		if (mt_pp_exec_init(&tr.exec, tr.ppd, a->pipeline.vp, rows * a->cfg.hidden_size, err))
+			goto out;
+		tr.have_exec = 1;
+		/* every batch size the run will see must suit the schedule: refused now, not
+		 * at the step where a rampup reaches it */
+		for (int64_t gb = a->rampup[0] > 0 ? a->rampup[0] : a->global_batch_size;;
+		     gb += a->rampup[0] > 0 ? a->rampup[1] : 0) {
+			int64_t m = gb / (a->micro_batch_size * tr.d->dp);
+			if (mt_pp_sched_check(a->pp_schedule, tr.d->pp, a->pipeline.vp, (int)m, a->pp_group, err))
+				goto out;
+			if (gb >= a->global_batch_size || a->rampup[1] <= 0)
+				break;
+		}
 	}
 	if (!a->quiet && tr.d->world > 1)
 		mt_info("%d ranks: data-parallel %d x tensor %d x pipeline %d; %lld micro-batches of %lld per rank and step%s%s",
 			tr.d->world, tr.d->dp, tr.d->tp, tr.d->pp, (long long)local, (long long)a->micro_batch_size,
 			a->distributed_optimizer ? "; distributed optimizer (ZeRO-1)" : "",
 			tr.tpon && a->sequence_parallel ? "; sequence parallel" : "");
+	if (!a->quiet && tr.ppon)
+		mt_info("pipeline: %d stages of %d model chunk(s), schedule %s, %lld micro-batches a step; stage 0 holds "
+			"the embeddings and layers %d..%d, the last stage the loss", tr.d->pp, a->pipeline.vp,
+			mt_pp_kind_name(a->pp_schedule), (long long)local, tr.t.chunk_layers[0], tr.t.chunk_layers[1] - 1);
 	if (!a->quiet)
-		mt_info("model: %lld parameters; backend %s holds %.1f MB (weights, gradients, AdamW state and the "
+		mt_info("model: %lld parameters%s; backend %s holds %.1f MB (weights, gradients, AdamW state and the "
 			"activations of a micro-batch of %lld x %lld)",
-			(long long)tr.t.total, tr.b.ops->name, tr.b.ops->bytes(&tr.b) / 1e6, (long long)a->micro_batch_size,
+			(long long)tr.t.total, tr.split ? " on rank 0" : "", tr.b.ops->name, tr.b.ops->bytes(&tr.b) / 1e6, (long long)a->micro_batch_size,
 			(long long)L);
-	if (tr.tpon)
-		mt_params_init_shard(&tr.t, tr.w, a->seed); /* the slice of the one-rank model */
+	if (tr.split)
+		mt_params_init_shard(&tr.t, tr.w, a->seed); /* the part of the one-rank model */
 	else
 		mt_params_init(&tr.t, tr.w, a->seed);
 	if (tr.b.ops->load_state(&tr.b, tr.w, NULL, NULL, err))
@@ -490,12 +774,14 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		int nonfinite;
 
 		int64_t step = tr.iteration + 1, cnt, gbs = batch_now(&tr);
+		double tokens;
 		int zero_dp = a->distributed_optimizer && tr.have_dp;
 
 		micro = gbs / a->micro_batch_size;
 		local = micro / tr.d->dp;
 		tr.b.step = step;
 		tr.tpc.step = step;
+		tr.mpc.step = step;
 
 		/* each micro-batch's gradient alone, then added to the step's sum in the global
 		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
@@ -503,7 +789,32 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			mt_dp_begin(&tr.dp);
 		else
 			tr.b.ops->zero_grad(&tr.b); /* the backend sums the micro-batches itself */
-		for (int64_t k = 0; k < local; k++) {
+		if (tr.ppon) {
+			/* the stage's schedule: every micro-batch's gradient added in the backend,
+			 * the tied embedding's two copies summed, then the data-parallel sum of the
+			 * whole step's gradient in rank order */
+			double ts = mt_now();
+			tr.b.ops->zero_grad(&tr.b);
+			if (tr.d->world > 1 && tr.d->rank == a->hang_rank && step == a->hang_step && a->hang_backward)
+				for (;;)
+					pause(); /* the test hook of a stage that stops in its schedule */
+			mt_pp_exec_reset_stats(&tr.exec);
+			if (pp_run(&tr, local, MT_SPLIT_TRAIN, tr.consumed_train, 0, step, err))
+				goto out;
+			for (int k = 0; k < MT_PP_T_NKINDS; k++) {
+				tr.pp_stat[0] += tr.exec.st.compute[k];
+				tr.pp_stat[2 + k] += tr.exec.st.compute[k];
+				tr.pp_stat[6 + k] += (double)tr.exec.st.passes[k];
+			}
+			tr.pp_stat[1] += mt_now() - ts;
+			tr.pp_stat[10] += (double)tr.exec.st.bytes_sent;
+			tr.pp_steps++;
+			if (tr.have_emb && tie_embeddings(&tr, step, err))
+				goto out;
+			if (mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
+				goto out;
+		}
+		for (int64_t k = 0; !tr.ppon && k < local; k++) {
 			if (fetch(&tr, MT_SPLIT_TRAIN, first_sample(&tr, tr.consumed_train, k), err))
 				goto out;
 			if (tr.have_dp)
@@ -513,8 +824,12 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				for (;;)
 					pause(); /* the test hook of a rank that hangs before its reduction */
 			/* the last micro-batch's backward pass starts a device backend's reduction */
-			tr.lbuf[2 * k] = tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, k == local - 1 ? MT_BACKWARD_LAST : 1);
-			tr.lbuf[2 * k + 1] = 1;
+			cnt = 0;
+			for (int64_t q = 0; q < a->micro_batch_size * L; q++)
+				cnt += tr.tgt[q] >= 0;
+			tr.lbuf[2 * k] = tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, k == local - 1 ? MT_BACKWARD_LAST : 1) *
+					 (double)cnt;
+			tr.lbuf[2 * k + 1] = (double)cnt;
 			if (tr.have_dp && mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
 		}
@@ -525,8 +840,9 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			if (mt_dist_agree(tr.d, step, 0, &x, err))
 				goto out;
 		}
-		if (gather_losses(&tr, local, (double)micro, &loss, &cnt, step, err))
+		if (gather_losses(&tr, local, &loss, &tokens, step, err))
 			goto out;
+		loss = tokens > 0 ? loss / tokens : 0;
 		/* the mean over micro-batches; the norm before clipping, as Megatron logs it */
 		lr = mt_sched_lr(&tr.sched);
 		tr.adam.weight_decay = mt_sched_wd(&tr.sched);
@@ -575,6 +891,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 							valid, exp(valid));
 				}
 			}
+			if (tr.ppon && (at_log || !isnan(valid)) && pp_gather_stats(&tr, local, err))
+				goto out;
 			if (at_log || !isnan(valid)) {
 				log_line(&tr, loss_n ? loss_acc / (double)loss_n : (bad ? NAN : loss), lr, gnorm,
 					 (double)tokens_since / (now - tlog), now - t0, skipped, valid);
@@ -625,9 +943,17 @@ out:
 	}
 	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt), free(tr.lbuf);
 	mt_params_free(&tr.t);
-	if (tr.tpon) {
+	if (tr.split)
 		mt_params_free(&tr.lt_own);
+	if (tr.tpon)
 		mt_tpcomm_free(&tr.tpc);
-	}
+	if (tr.have_mp)
+		mt_tpcomm_free(&tr.mpc);
+	if (tr.have_emb)
+		mt_tpcomm_free(&tr.embc);
+	if (tr.have_exec)
+		mt_pp_exec_free(&tr.exec);
+	mt_pp_sched_free(&tr.pps[0]);
+	mt_pp_sched_free(&tr.pps[1]);
 	return rc;
 }

@@ -5,8 +5,9 @@
  * norm clipping, skipped steps on non-finite gradients, evaluation on the valid split,
  * logs (a human line and JSON lines), checkpoints (HDF5, atomic, exact resume) and the
  * signal handshake (SIGTERM/SIGUSR1: save at the next step boundary and stop). Data come
- * from a kept plan (dataplan.h) or, with --mock-data, from a seeded generator. The tool
- * parses flags; this file runs. */
+ * from a kept plan (dataplan.h) or, with --mock-data, from a seeded generator. With
+ * tensor and pipeline parallelism each rank holds its part of the model (params.h) and
+ * checkpoints stay logical. The tool parses flags; this file runs. */
 #ifndef MT_TRAIN_H
 #define MT_TRAIN_H
 
@@ -17,6 +18,7 @@
 #include "model/config.h"
 #include "data/dataplan.h"
 #include "dist/dist.h"
+#include "dist/ppsched.h"
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/lrsched.h"
@@ -49,6 +51,12 @@ struct mt_train_args {
 	 * its shard of the model (params.h), checkpoints stay logical */
 	int sequence_parallel;          /* --sequence-parallel */
 	int tp_comm;                    /* --tensor-parallel-comm (backend.h MT_TP_COMM_*) */
+	/* pipeline parallelism is dist->pp stages: the layers cut as pipeline says (its size
+	 * dist->pp), each step run by the schedule pp_schedule (ppsched.h) over the
+	 * micro-batches of a data-parallel rank; the loss comes from the last stage */
+	struct mt_pp_split pipeline;
+	enum mt_pp_kind pp_schedule;
+	int pp_group;                   /* interleaved: micro-batches a group (0: the stages) */
 	double label_smoothing;         /* --label-smoothing */
 	int64_t ddp_bucket_size;        /* GPU: gradient bucket in elements (0: the backend's default) */
 	int hang_rank;                  /* test hook: this rank (>= 0) stops answering ... */

@@ -53,7 +53,10 @@ start() {
 		die "munge does not work (see $dir/munge/munged.log)"
 
 	mkdir -p "$dir/state" "$dir/spool" "$dir/log"
+	# at least 8 task slots on the one node, whatever this machine has (the 175B template's
+	# test runs TP 2 x PP 4 on 8 ranks): slurmd takes the configured count as given
 	cpus=$(nproc)
+	[ "$cpus" -ge 8 ] || cpus=8
 	# RealMemory above what slurmd detects makes the node unusable: take 90% of it
 	mem=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
 	mem=$((mem * 9 / 10))
@@ -84,6 +87,7 @@ MpiDefault=pmi2
 ReturnToService=2
 SwitchType=switch/none
 MailProg=/bin/true
+SlurmdParameters=config_overrides
 SchedulerParameters=defer_batch=0
 SchedulerType=sched/backfill
 KillWait=5

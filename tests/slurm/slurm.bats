@@ -176,6 +176,46 @@ sys.stdout.write("\0".join(out))'
 	[[ $stderr == *"2 ranks: data-parallel 2"* ]]
 }
 
+@test "gpt-175b.sbatch shrunk to TP 2 x PP 4 on 8 CPU ranks: trains, saves, USR1 saves and requeues, resumes exactly" {
+	echo "1 $S/mk_text_document" > "$T/blend.txt"
+	# the template as it is, shrunk by its variables: 8 layers of hidden 64, 4 heads,
+	# sequence 32, TP 2 x PP 4 (DP 1) on the CPU, 8 micro-batches a step after a rampup from 4
+	id=$(sbatch --parsable --nodes=1 --ntasks=8 --ntasks-per-node=8 --gpus-per-node=0 --cpus-per-task=1 \
+		--chdir="$T" --output="$T/job.out" \
+		--export=ALL,MT_BIN="$MT_BUILD/bin",MT_SLURM="$MT_ROOT/slurm",CONFIG="$MT_ROOT/share/configs/gpt-175b.conf",DATA="$T/blend.txt","TOKENIZER=--tokenizer-type NullTokenizer --vocab-size 64",CKPT="$T/ck",LOGS="$T/logs",DATA_CACHE="$S/cache175",LAYERS=8,HIDDEN=64,HEADS=4,SEQ=32,TP=2,PP=4,DEVICE=cpu,PRECISION=,GLOBAL_BATCH=8,"RAMPUP=4 4 64",TRAIN_SAMPLES=1200,WARMUP_SAMPLES=80,DECAY_SAMPLES=1200,SAVE_INTERVAL=25,EVAL_INTERVAL=100,LOG_INTERVAL=10,"EXTRA=--distributed-timeout-seconds 120" \
+		"$MT_ROOT/templates/gpt-175b.sbatch")
+	# a periodic save first, then what --signal=B:USR1@600 does ten minutes before the end
+	for _ in $(seq 1 900); do [ -s "$T/ck/latest" ] && break; sleep 0.2; done
+	[ -s "$T/ck/latest" ]
+	scancel --signal=USR1 --batch "$id"
+	for _ in $(seq 1 600); do grep -q "requeueing job $id" "$T/job.out" 2>/dev/null && break; sleep 0.2; done
+	grep -q "requeueing job $id" "$T/job.out"
+	for _ in $(seq 1 600); do
+		scontrol show job "$id" | grep -q "JobState=PENDING.*" && scontrol show job "$id" | grep -q "Restarts=1" && break
+		sleep 0.2
+	done
+	for _ in $(seq 1 600); do
+		grep -q "restart 1" "$T/job.out" && break
+		scontrol update JobId="$id" StartTime=now 2>/dev/null || true
+		sleep 0.5
+	done
+	grep -q "restart 1" "$T/job.out"
+	run -0 wait_job "$id" 400
+	cat "$T/job.out"
+	[ "$output" = COMPLETED ]
+	grep -q "ranks: 8 = tensor 2 x data 1 x pipeline 4" "$T/job.out" # the dry run first
+	grep -q "pipeline: 4 stages of 1 model chunk(s), schedule 1f1b" "$T/job.out"
+	# 1200 samples: 16 iterations of 4 in the rampup, then 142 of 8
+	stopped=$(sed -n 's/.*stopping at iteration \([0-9]*\) (signal).*/\1/p' "$T/job.out")
+	[ "$stopped" -gt 0 ] && [ "$stopped" -lt 158 ]
+	grep -q "loaded checkpoint .* at iteration $stopped" "$T/job.out"
+	[ "$(cat "$T/ck/latest")" = 158 ]
+	# exact resume: the same weights as one uninterrupted run of the same flags
+	mapfile -d '' argv < <(ckpt_argv "$T/ck/iter_$(printf %07d "$stopped")")
+	(cd "$T" && env -u SLURM_CONF mpiexec -n 8 mt-train "${argv[@]}" --save "$T/ref" -q)
+	[ "$(ckpt-hash "$T/ck")" = "$(ckpt-hash "$T/ref")" ]
+}
+
 @test "gpt-175b.sbatch: its dry run validates 1024 ranks without a GPU" {
 	run -0 --separate-stderr env MT_DRY_RUN=1 MT_BIN="$MT_BUILD/bin" CONFIG="$MT_ROOT/share/configs/gpt-175b.conf" \
 		bash "$MT_ROOT/templates/gpt-175b.sbatch"

@@ -10,6 +10,7 @@
 
 #include "dist/dist.h"
 #include "dist/dp.h"
+#include "dist/ppsched.h"
 #include "train/estimate.h"
 #include "model/optim.h"
 #include "model/params.h"
@@ -242,6 +243,43 @@ static void test_dist_estimate_memory(void)
 	is_int(e.params_per_gpu, stage, "the first stage: the embeddings and its 2 layers, no final norm");
 	ok(e.act_layers == 2 && e.act_inflight == 2 && e.activations == e.act_layer * 2 * 2,
 	   "2 layers x 2 micro-batches in flight (1F1B)");
+	mt_estimate_free(&e);
+
+	/* 8 layers over 4 stages, 8 micro-batches: 1F1B keeps 4, 3, 2, 1 micro-batches in
+	 * flight, ZB-H1 4 on every stage, interleaved (2 chunks of 1 layer a stage)
+	 * (p - r - 1) 2 + (v - 1) p + 1 chunks of micro-batches */
+	c.num_layers = 8;
+	est_args(&a, &c, 1, 4, 1);
+	{
+		const double msg = 32.0 * 2 * 64 * 2; /* s b h, 2 bytes */
+		int good = mt_estimate(&a, &e, &err) == 0 && e.nstages == 4;
+		for (int r = 0; good && r < 4; r++)
+			good = e.stages[r].inflight == 4 - r && e.stages[r].activations == e.act_layer * 2 * (4 - r) &&
+			       e.stages[r].p2p_bytes == msg * 8 * (r == 0 || r == 3 ? 1 : 2);
+		ok(good && e.busiest == 0 && fabs(e.bubble - 3.0 / 8) < 1e-12,
+		   "PP 4, 1F1B: 4, 3, 2, 1 micro-batches in flight; 8 or 16 messages a stage; bubble 3/8");
+		ok(good && e.stages[3].params > e.stages[1].params && e.stages[3].logits > 0 && e.stages[0].logits == 0,
+		   "the last stage: the final norm, the tied embedding's copy and the logits");
+		mt_estimate_free(&e);
+		a.pp_schedule = MT_PP_ZBH1;
+		good = mt_estimate(&a, &e, &err) == 0;
+		for (int r = 0; good && r < 4; r++)
+			good = e.stages[r].inflight == 4;
+		ok(good && fabs(e.bubble - 3.0 / 24) < 1e-12, "PP 4, ZB-H1: 4 micro-batches in flight on every stage, bubble 3/24");
+		mt_estimate_free(&e);
+		a.pp_schedule = MT_PP_INTERLEAVED;
+		a.pipeline.vp = 2;
+		good = mt_estimate(&a, &e, &err) == 0;
+		for (int r = 0; good && r < 4; r++)
+			good = e.stages[r].inflight == ((4 - r - 1) * 2 + 4 + 1) / 2.0 &&
+			       e.stages[r].p2p_bytes == msg * 8 * (r == 0 || r == 3 ? 3 : 4);
+		ok(good && fabs(e.bubble - 3.0 / 16) < 1e-12,
+		   "PP 4 x 2 chunks, interleaved: (p - r - 1) 2 + (v - 1) p + 1 chunks in flight; bubble 3/16 (%s)", err.msg);
+		mt_estimate_free(&e);
+		a.global_batch_size = 2 * 6;
+		ok(mt_estimate(&a, &e, &err) == -1 && err.code == MT_EXIT_USAGE, "interleaved with 6 micro-batches: refused");
+	}
+	c.num_layers = 4;
 
 	est_args(&a, &c, 4, 1, 1);
 	c.num_attention_heads = 6;
