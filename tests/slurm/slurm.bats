@@ -101,7 +101,9 @@ sys.stdout.write("\0".join(out))'
 		scontrol show job "$id" | grep -q "JobState=PENDING.*" && scontrol show job "$id" | grep -q "Restarts=1" && break
 		sleep 0.2
 	done
-	# ... where a requeued job waits for a begin time: start it now, and see it start
+	# ... where a requeued job waits for a begin time: start it now (past the second in
+	# which slurmd revoked the last credential, which it would refuse), and see it start
+	sleep 2
 	for _ in $(seq 1 600); do
 		grep -q "restart 1" "$T/job.out" && break
 		scontrol update JobId="$id" StartTime=now 2>/dev/null || true
@@ -194,6 +196,9 @@ sys.stdout.write("\0".join(out))'
 		scontrol show job "$id" | grep -q "JobState=PENDING.*" && scontrol show job "$id" | grep -q "Restarts=1" && break
 		sleep 0.2
 	done
+	# slurmd refuses a credential made in the second its previous one was revoked ("Job
+	# credential revoked"): let that second pass before asking for the start now
+	sleep 2
 	for _ in $(seq 1 600); do
 		grep -q "restart 1" "$T/job.out" && break
 		scontrol update JobId="$id" StartTime=now 2>/dev/null || true
