@@ -497,9 +497,6 @@ int main(int argc, char **argv)
 	if (device < 0)
 		device = mt_backend_cuda_usable();
 	a.device_cuda = device;
-	if (pp > 1 && device)
-		mt_die(MT_EXIT_USAGE, "--pipeline-model-parallel-size %lld: pipeline parallelism runs on the CPU backend so far "
-		       "(add --device cpu)", pp);
 	if (a.sequence_parallel && tp == 1) {
 		/* Megatron turns it off without tensor parallelism */
 		if (!o.quiet)

@@ -82,6 +82,10 @@ struct mt_backend_ops {
 				const int32_t *targets, const float *in, float *out, int64_t *ntargets);
 	int (*stage_backward)(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split);
 	int (*stage_weight)(struct mt_backend *b, int chunk, int slot);
+	/* With tied embeddings on more than one stage and no host_grads: the word
+	 * embedding's gradient summed over the embedding group emb (the first and last
+	 * stage's copies), the same sum on both. */
+	int (*tie_grads)(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err);
 };
 
 /* How a backend computes; the CPU backend reads none of it (fp32 always). The caller
@@ -136,6 +140,8 @@ struct mt_backend {
 	int64_t step;                   /* the iteration being computed, for messages */
 	int failed;                     /* set before free after an error: communicators are
 					 * aborted, not flushed (a peer may be gone) */
+	int stage_eval;                 /* set around an evaluation schedule: stage_forward
+					 * prepares no backward pass */
 };
 
 /* grad_prepare's *nonfinite when fp16's dynamic loss scale overflowed: the step is

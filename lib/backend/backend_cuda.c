@@ -157,6 +157,14 @@ struct cu {
 	int tp_last;                   /* this pass is the step's last micro-batch */
 	int64_t tp_done;               /* its replicas at offsets >= this are being summed */
 	int tp_pending;                /* sums launched on s->comm and not yet waited for */
+	/* pipeline parallelism (t is a stage's table): the passes run on the micro-batch
+	 * bound to them (its pslot; lbase its chunk's first layer, res's row 0), each chunk's
+	 * micro-batches in flight in pslots of their own, made on first use */
+	int stage;
+	int64_t lbase;
+	struct pslot **ps;             /* [chunk][slot] */
+	int *nps;
+	float *h_emb;                  /* host: the tied embedding's gradient (tie_grads) */
 };
 
 static void prof_mark(struct cu *s, int cat)
@@ -241,6 +249,71 @@ static void *take(struct carve *k, size_t bytes)
 	return p;
 }
 
+/* one layer's activations kept for its backward pass */
+static void carve_layer(struct cu *s, struct carve *k, struct slot *sl)
+{
+	size_t es = s->es, N = (size_t)s->N, R = (size_t)s->Nr;
+
+	sl->ln1 = take(k, R * (size_t)s->h * es);
+	sl->ln1s = take(k, R * 2 * sizeof(float));
+	sl->qkv = take(k, N * (size_t)s->qkv * es);
+	sl->atty = take(k, N * (size_t)s->q * es);
+	sl->lse = take(k, N * (size_t)s->np * sizeof(float));
+	sl->mid = take(k, R * (size_t)s->h * es);
+	sl->ln2 = take(k, R * (size_t)s->h * es);
+	sl->ln2s = take(k, R * 2 * sizeof(float));
+	sl->fc1 = take(k, N * (size_t)s->fc1 * es);
+	sl->act = take(k, N * (size_t)s->f * es);
+}
+
+/* A micro-batch in flight on a pipeline stage, in one model chunk of nl layers: the
+ * residual stream's nl + 1 rows of activations, each layer's (none with full
+ * recompute, where s->slots[0] serves them all), the first chunk's tokens and their
+ * grouping, the last chunk's targets, final norm and d loss / d lnf (the head's
+ * gradient is made in the forward pass, so that an evaluation schedule never needs
+ * one), and with split backward passes the four output gradients of each layer that
+ * its weight pass reads. One device allocation, made on first use. */
+struct pslot {
+	void *mem;
+	void *res;
+	struct slot *ls;
+	void *lnf, *dlnf;
+	float *lnfs;
+	int32_t *tok, *tgt, *u_tok, *u_start, *u_pos;
+	void **dsave;                   /* [nl][4] */
+	int64_t nu, count;
+	double loss;
+	int nl;
+};
+
+static size_t carve_pslot(struct cu *s, struct carve *k, struct pslot *x, int first, int last)
+{
+	size_t es = s->es, N = (size_t)s->N, R = (size_t)s->Nr, h = (size_t)s->h;
+
+	x->res = take(k, (size_t)(x->nl + 1) * R * h * es);
+	for (int l = 0; !s->o.recompute_full && l < x->nl; l++)
+		carve_layer(s, k, &x->ls[l]);
+	for (int l = 0; x->dsave && l < x->nl; l++) {
+		x->dsave[4 * l] = take(k, N * h * es);
+		x->dsave[4 * l + 1] = take(k, N * (size_t)s->fc1 * es);
+		x->dsave[4 * l + 2] = take(k, N * h * es);
+		x->dsave[4 * l + 3] = take(k, N * (size_t)s->qkv * es);
+	}
+	if (first) {
+		x->tok = take(k, N * sizeof(int32_t));
+		x->u_tok = take(k, N * sizeof(int32_t));
+		x->u_start = take(k, (N + 1) * sizeof(int32_t));
+		x->u_pos = take(k, N * sizeof(int32_t));
+	}
+	if (last) {
+		x->tgt = take(k, N * sizeof(int32_t));
+		x->lnf = take(k, R * h * es);
+		x->dlnf = take(k, R * h * es);
+		x->lnfs = take(k, R * 2 * sizeof(float));
+	}
+	return k->off;
+}
+
 /* lay out (or, with base NULL, only measure) the activations */
 static size_t plan_acts(struct cu *s, char *base)
 {
@@ -251,22 +324,15 @@ static size_t plan_acts(struct cu *s, char *base)
 
 	size_t R = (size_t)s->Nr; /* the residual stream's rows (1/t of N with SP) */
 
-	s->res = take(&k, (size_t)(s->L + 1) * R * (size_t)s->h * es);
-	for (int64_t l = 0; l < s->nslots; l++) {
-		struct slot *sl = &s->slots[l];
-		sl->ln1 = take(&k, R * (size_t)s->h * es);
-		sl->ln1s = take(&k, R * 2 * sizeof(float));
-		sl->qkv = take(&k, N * (size_t)s->qkv * es);
-		sl->atty = take(&k, N * (size_t)s->q * es);
-		sl->lse = take(&k, N * (size_t)s->np * sizeof(float));
-		sl->mid = take(&k, R * (size_t)s->h * es);
-		sl->ln2 = take(&k, R * (size_t)s->h * es);
-		sl->ln2s = take(&k, R * 2 * sizeof(float));
-		sl->fc1 = take(&k, N * (size_t)s->fc1 * es);
-		sl->act = take(&k, N * (size_t)s->f * es);
+	/* a pipeline stage keeps these per micro-batch in flight (pslot) */
+	if (!s->stage)
+		s->res = take(&k, (size_t)(s->L + 1) * R * (size_t)s->h * es);
+	for (int64_t l = 0; l < s->nslots; l++)
+		carve_layer(s, &k, &s->slots[l]);
+	if (!s->stage) {
+		s->lnf = take(&k, R * (size_t)s->h * es);
+		s->lnfs = take(&k, R * 2 * sizeof(float));
 	}
-	s->lnf = take(&k, R * (size_t)s->h * es);
-	s->lnfs = take(&k, R * 2 * sizeof(float));
 	if (s->tpn > 1) {
 		s->full = take(&k, N * (size_t)s->h * es);
 		s->part = take(&k, N * (size_t)s->h * es);
@@ -346,6 +412,15 @@ static void cuda_free(struct mt_backend *b)
 		if (s->mem[i])
 			cudaFree(s->mem[i]);
 	free(s->slots);
+	for (int c = 0; s->ps && c < s->t->nchunks; c++) {
+		for (int i = 0; i < s->nps[c]; i++) {
+			if (s->ps[c][i].mem)
+				cudaFree(s->ps[c][i].mem);
+			free(s->ps[c][i].ls), free(s->ps[c][i].dsave);
+		}
+		free(s->ps[c]);
+	}
+	free(s->ps), free(s->nps), free(s->h_emb);
 	free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
 	free(s->h_hit), free(s->h_tok), free(s->h_tgt);
 	free(s->h_a), free(s->h_b), free(s->h_16), free(s->h_cmx), free(s->h_csum), free(s->h_d), free(s->h_partial);
@@ -603,11 +678,19 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		return -1;
 	if (mt_tp_on(s->o.tp) && s->o.inference)
 		return mt_err_set(err, MT_EXIT_USAGE, "tensor parallelism on the CUDA backend: not for evaluation");
+	s->stage = t->pp_size > 1;
+	if (s->stage && s->o.inference)
+		return mt_err_set(err, MT_EXIT_USAGE, "pipeline parallelism on the CUDA backend: not for evaluation");
+	if (s->stage && s->o.split_backward && s->o.recompute_full)
+		return mt_err_set(err, MT_EXIT_USAGE, "--pipeline-schedule zb-h1 with --recompute-granularity full: the CUDA "
+				  "backend's weight-gradient passes need each layer's activations kept (use 1f1b, or "
+				  "selective recompute)");
 	/* before anything makes a CUDA context; tensor-parallel ranks alone may share a GPU
 	 * (their collectives go through host memory) */
 	if (s->dp > 1 && pick_gpu(s, n, err))
 		return -1;
-	if (s->dp == 1 && mt_tp_on(s->o.tp) && s->d && n > 1 && cudaSetDevice(s->d->local_rank % n) != cudaSuccess)
+	if (s->dp == 1 && (mt_tp_on(s->o.tp) || s->stage) && s->d && n > 1 &&
+	    cudaSetDevice(s->d->local_rank % n) != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "%s: cannot use GPU %d", s->d->where, s->d->local_rank % n);
 	s->dt = s->o.precision == MT_PREC_BF16 ? MT_BF16 : s->o.precision == MT_PREC_FP16 ? MT_F16 : MT_F32;
 	s->es = s->dt == MT_F32 ? 4 : 2;
@@ -634,6 +717,8 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->r0 = s->sp ? s->tp->rank * s->Nr : 0;
 	/* inference keeps nothing for a backward pass: one layer's slot serves them all */
 	s->nslots = s->o.recompute_full || s->o.inference ? 1 : s->L;
+	if (s->stage)
+		s->nslots = s->o.recompute_full ? 1 : 0; /* the rest in each micro-batch's pslot */
 	s->chunk_rows = (int64_t)(LOGITS_BYTES / ((size_t)s->V * s->es));
 	if (s->chunk_rows < 1)
 		s->chunk_rows = 1;
@@ -661,7 +746,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		return -1;
 	nchunks = mt_ddp_plan_chunks(&s->plan, t, NULL, &s->npiece_chunks);
 	s->nchunks = nchunks;
-	s->slots = calloc((size_t)s->nslots, sizeof(*s->slots));
+	s->slots = calloc((size_t)(s->nslots ? s->nslots : 1), sizeof(*s->slots));
 	s->h_count = calloc((size_t)s->V + 1, sizeof(int32_t));
 	s->h_u = malloc((size_t)s->N * sizeof(int32_t));
 	s->h_start = malloc((size_t)(s->N + 1) * sizeof(int32_t));
@@ -673,7 +758,9 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	if (!s->slots || !s->h_count || !s->h_u || !s->h_start || !s->h_pos || !s->h_loss || !s->h_hit || !s->h_tok ||
 	    !s->h_tgt)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
-	if (s->tpn > 1) {
+	if (s->tpn > 1 || s->stage) {
+		/* host staging of the split points and of the activations a stage sends; the
+		 * norm's chunks (a tied copy is counted on the first stage) */
 		size_t nh = (size_t)(s->N * s->h);
 		s->h_a = malloc(nh * sizeof(float));
 		s->h_b = malloc(nh * sizeof(float));
@@ -976,7 +1063,8 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	const struct mt_config *c = s->c;
 	enum mt_dtype dt = s->dt;
 	int rms = c->normalization == MT_NORM_RMSNORM;
-	void *xin = row(s, s->res, l * s->Nr, s->h), *xout = row(s, s->res, (l + 1) * s->Nr, s->h), *in;
+	void *xin = row(s, s->res, (l - s->lbase) * s->Nr, s->h), *xout = row(s, s->res, (l + 1 - s->lbase) * s->Nr, s->h);
+	void *in;
 
 	KP(P_NORM, mt_norm_fwd(dt, sl->ln1, sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->Nr, s->h, rms,
 		      (float)c->norm_epsilon));
@@ -1024,19 +1112,25 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 /* s->dres holds d loss / d res[l + 1] on entry and d loss / d res[l] on return (this
  * rank's Nr rows). With tensor parallelism the row-parallel layers take the output
  * gradient whole (gathered with SP; their biases from this rank's rows), and the
- * column-parallel layers' input gradients are partial sums, reduced into s->dln. */
-static int layer_bwd(struct cu *s, int l, struct slot *sl)
+ * column-parallel layers' input gradients are partial sums, reduced into s->dln.
+ * dsave (zero-bubble schedules' split backward; NULL: the whole pass): the four linear
+ * layers' output gradients (fc2, fc1, projection, QKV) are kept there for layer_w and
+ * their weight gradients left to it. */
+static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 {
 	const struct mt_config *c = s->c;
 	enum mt_dtype dt = s->dt;
 	int rms = c->normalization == MT_NORM_RMSNORM, tp = s->tpn > 1;
-	void *xin = row(s, s->res, l * s->Nr, s->h), *dfull, *in;
+	void *xin = row(s, s->res, (l - s->lbase) * s->Nr, s->h), *dfull, *in;
 	float *gb;
 
 	/* MLP */
 	if (!(dfull = tp ? tp_gather(s, s->dres, s->h) : s->dres))
 		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dfull, sl->act, s->N, s->f, s->h));
+	if (dsave)
+		RT(cudaMemcpyAsync(dsave[0], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
+	else
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dfull, sl->act, s->N, s->f, s->h));
 	if ((gb = gp(s, l, MT_P_FC2_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
 	if (c->swiglu) {
@@ -1046,9 +1140,13 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 		KP(P_MM_DIN, mt_linear_bwd_in_dgelu(s->lt, dt, s->dbig, dfull, wp(s, l, MT_P_FC2_W), sl->fc1, s->N, s->f,
 						    s->h));
 	}
-	if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
-		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, in, s->N, s->h, s->fc1));
+	if (dsave) {
+		RT(cudaMemcpyAsync(dsave[1], s->dbig, (size_t)(s->N * s->fc1) * s->es, cudaMemcpyDeviceToDevice, 0));
+	} else {
+		if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
+			return -1;
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, in, s->N, s->h, s->fc1));
+	}
 	if ((gb = gp(s, l, MT_P_FC1_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
@@ -1059,7 +1157,10 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 	/* attention */
 	if (!(dfull = tp ? tp_gather(s, s->dres, s->h) : s->dres))
 		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h));
+	if (dsave)
+		RT(cudaMemcpyAsync(dsave[2], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
+	else
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h));
 	if ((gb = gp(s, l, MT_P_PROJ_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
@@ -1067,9 +1168,13 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 			   (int)s->ng, (int)s->hd, s->dsum));
 	if (c->position_embedding_type == MT_POS_ROPE)
 		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
-	if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
-		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, in, s->N, s->h, s->qkv));
+	if (dsave) {
+		RT(cudaMemcpyAsync(dsave[3], s->dbig, (size_t)(s->N * s->qkv) * s->es, cudaMemcpyDeviceToDevice, 0));
+	} else {
+		if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
+			return -1;
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, in, s->N, s->h, s->qkv));
+	}
 	if ((gb = gp(s, l, MT_P_QKV_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
@@ -1077,6 +1182,26 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl)
 		return -1;
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), s->dln, xin, sl->ln1s,
 		      wp(s, l, MT_P_LN1_W), s->Nr, s->h, rms, s->scratch));
+	return 0;
+}
+
+/* the weight-gradient pass after a split layer_bwd: the four linear layers' weight
+ * gradients from the output gradients it kept in dsave and the layer's inputs (the
+ * column-parallel ones gathered again under sequence parallelism) */
+static int layer_w(struct cu *s, int l, struct slot *sl, void *const *dsave)
+{
+	enum mt_dtype dt = s->dt;
+	int tp = s->tpn > 1;
+	void *in;
+
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dsave[0], sl->act, s->N, s->f, s->h));
+	if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
+		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), dsave[1], in, s->N, s->h, s->fc1));
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dsave[2], sl->atty, s->N, s->q, s->h));
+	if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
+		return -1;
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), dsave[3], in, s->N, s->h, s->qkv));
 	return 0;
 }
 
@@ -1156,39 +1281,27 @@ static int ready(struct cu *s, int64_t lo)
 	return tp_grads_ready(s, lo) || grads_ready(s, lo) ? -1 : 0;
 }
 
-static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, int backward, double *loss)
+/* tokens (and, for a backward pass, their grouping by token for the embedding's
+ * gradient) onto the device: s->tok, s->u_tok, s->u_start, s->u_pos; *nu unique tokens */
+static int tokens_in(struct cu *s, const int32_t *tokens, int backward, int64_t *nu)
 {
-	const struct mt_config *c = s->c;
-	enum mt_dtype dt = s->dt;
-	int rms = c->normalization == MT_NORM_RMSNORM;
-	int untied = c->untie_embeddings_and_output_weights;
-	void *wout = untied ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
-	float *gout = untied ? gp(s, -1, MT_P_OUTPUT) : gp(s, -1, MT_P_WORD_EMB);
-	void *xL = row(s, s->res, s->L * s->Nr, s->h), *lnf;
-	int64_t count = 0, nu = 0;
-	double sum = 0;
-
-	for (int64_t n = 0; n < s->N; n++)
-		count += targets[n] >= 0;
-	if (backward == MT_BACKWARD_LAST && s->dp > 1) {
-		if (s->pending) {
-			mt_err_set(&s->derr, MT_EXIT_IO, "the previous step's gradient reduction was not waited for");
-			s->failed = 1;
-			return -1;
-		}
-		s->next = 0; /* this pass reduces */
-	}
-	s->tp_last = backward == MT_BACKWARD_LAST;
-	s->tp_done = s->t->total;
 	RT(cudaMemcpy(s->tok, tokens, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
-	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	*nu = 0;
 	if (backward) {
 		/* before any kernel is queued: these copies wait for the device */
-		nu = group_tokens(s, tokens);
-		RT(cudaMemcpy(s->u_tok, s->h_u, (size_t)nu * sizeof(int32_t), cudaMemcpyHostToDevice));
-		RT(cudaMemcpy(s->u_start, s->h_start, (size_t)(nu + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
+		*nu = group_tokens(s, tokens);
+		RT(cudaMemcpy(s->u_tok, s->h_u, (size_t)*nu * sizeof(int32_t), cudaMemcpyHostToDevice));
+		RT(cudaMemcpy(s->u_start, s->h_start, (size_t)(*nu + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
 		RT(cudaMemcpy(s->u_pos, s->h_pos, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
 	}
+	return 0;
+}
+
+/* the embeddings into s->res's first rows */
+static int embed_fwd(struct cu *s)
+{
+	enum mt_dtype dt = s->dt;
+
 	if (s->tpn > 1) {
 		/* vocabulary-parallel embedding: this rank's rows looked up, the rest zero, the
 		 * partial rows summed (scattered along the sequence with SP), then positions */
@@ -1197,15 +1310,49 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 			return -1;
 		if (wp(s, -1, MT_P_POS_EMB))
 			KP(P_EMBED, mt_embed_pos_add(dt, s->res, wp(s, -1, MT_P_POS_EMB), s->r0, s->Nr, s->T, s->h));
-	} else {
-		KP(P_EMBED, mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T,
-					 s->h));
+		return 0;
 	}
-	for (int l = 0; l < s->L; l++)
-		if (layer_fwd(s, l, &s->slots[s->o.recompute_full ? 0 : l]))
+	KP(P_EMBED, mt_embed_fwd(dt, s->res, s->tok, wp(s, -1, MT_P_WORD_EMB), wp(s, -1, MT_P_POS_EMB), s->N, s->T, s->h));
+	return 0;
+}
+
+/* the embeddings' gradient from s->dres (d loss / d res[0]) */
+static int embed_bwd(struct cu *s, int64_t nu)
+{
+	enum mt_dtype dt = s->dt;
+
+	if (s->tpn > 1) {
+		/* the word rows of this rank's vocabulary from every row (gathered with SP);
+		 * the positions from this rank's rows */
+		void *dfull = tp_gather(s, s->dres, s->h);
+		if (!dfull)
 			return -1;
-	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->Nr, s->h, rms,
-		      (float)c->norm_epsilon));
+		KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), NULL, dfull, s->u_tok, s->u_start, s->u_pos, nu, s->N,
+					 s->T, s->h));
+		if (gp(s, -1, MT_P_POS_EMB))
+			KP(P_EMBED, mt_embed_pos_bwd(dt, gp(s, -1, MT_P_POS_EMB), s->dres, s->r0, s->Nr, s->T, s->h));
+		return 0;
+	}
+	KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok, s->u_start,
+				 s->u_pos, nu, s->N, s->T, s->h));
+	return 0;
+}
+
+/* The head: the final norm of xL (the last layer's output) into s->lnf, then per chunk
+ * of rows the logits, each row's loss into s->rowloss (targets s->tgt, count of them
+ * counted) and, with backward, the output layer's gradient and d loss / d lnf into dln
+ * (this rank's rows, reduced over the tensor-parallel group). */
+static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
+{
+	const struct mt_config *c = s->c;
+	enum mt_dtype dt = s->dt;
+	int untied = c->untie_embeddings_and_output_weights;
+	void *wout = untied ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
+	float *gout = untied ? gp(s, -1, MT_P_OUTPUT) : gp(s, -1, MT_P_WORD_EMB);
+	void *lnf;
+
+	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->Nr, s->h,
+			       c->normalization == MT_NORM_RMSNORM, (float)c->norm_epsilon));
 	if (!(lnf = s->tpn > 1 ? tp_gather(s, s->lnf, s->h) : s->lnf))
 		return -1;
 	for (int64_t r0 = 0; r0 < s->N; r0 += s->chunk_rows) {
@@ -1245,15 +1392,64 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 		}
 		if (backward) {
 			KP(P_MM_OUT, mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V));
-			KP(P_MM_OUT, mt_linear_bwd_in(s->lt, dt, row(s, s->tpn > 1 ? s->part : s->dln, r0, s->h), s->logits, wout,
+			KP(P_MM_OUT, mt_linear_bwd_in(s->lt, dt, row(s, s->tpn > 1 ? s->part : dln, r0, s->h), s->logits, wout,
 						      rows, s->h, s->V, 0));
 		}
 	}
-	if (backward) {
-		if (s->tpn > 1 && tp_reduce(s, s->dln, s->part, s->h))
+	if (backward && s->tpn > 1 && tp_reduce(s, dln, s->part, s->h))
+		return -1;
+	return 0;
+}
+
+/* the mean loss of the rows in s->rowloss over count targets (the rank holding a row's
+ * target has its loss under tensor parallelism: summed over the group) */
+static int loss_out(struct cu *s, int64_t count, double *loss)
+{
+	double sum = 0;
+
+	if (tp_sync(s, "the tensor-parallel collectives"))
+		return -1;
+	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)s->N * sizeof(float), cudaMemcpyDeviceToHost));
+	for (int64_t n = 0; n < s->N; n++)
+		sum += s->h_loss[n];
+	if (s->tpn > 1 && s->tp->allreduce_f64(s->tp->ctx, &sum, 1, 0))
+		return tp_failed(s);
+	*loss = count ? sum / (double)count : 0;
+	return 0;
+}
+
+static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, int backward, double *loss)
+{
+	const struct mt_config *c = s->c;
+	void *xL = row(s, s->res, s->L * s->Nr, s->h);
+	int64_t count = 0, nu = 0;
+
+	for (int64_t n = 0; n < s->N; n++)
+		count += targets[n] >= 0;
+	if (backward == MT_BACKWARD_LAST && s->dp > 1) {
+		if (s->pending) {
+			mt_err_set(&s->derr, MT_EXIT_IO, "the previous step's gradient reduction was not waited for");
+			s->failed = 1;
 			return -1;
-		KP(P_NORM, mt_norm_bwd(dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL, s->lnfs,
-			      wp(s, -1, MT_P_FINAL_W), s->Nr, s->h, rms, s->scratch));
+		}
+		s->next = 0; /* this pass reduces */
+	}
+	s->tp_last = backward == MT_BACKWARD_LAST;
+	s->tp_done = s->t->total;
+	if (tokens_in(s, tokens, backward, &nu))
+		return -1;
+	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	if (embed_fwd(s))
+		return -1;
+	for (int l = 0; l < s->L; l++)
+		if (layer_fwd(s, l, &s->slots[s->o.recompute_full ? 0 : l]))
+			return -1;
+	if (head(s, xL, backward, count, s->dln))
+		return -1;
+	if (backward) {
+		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL,
+				       s->lnfs, wp(s, -1, MT_P_FINAL_W), s->Nr, s->h, c->normalization == MT_NORM_RMSNORM,
+				       s->scratch));
 		/* the data-parallel reduction follows the pass: everything from the final norm
 		 * on, then each layer, then the embeddings (tied to the output layer) */
 		if (ready(s, mt_params_get(s->t, -1, MT_P_FINAL_W)->offset))
@@ -1262,38 +1458,15 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 			struct slot *sl = &s->slots[s->o.recompute_full ? 0 : l];
 			if (s->o.recompute_full && layer_fwd(s, l, sl))
 				return -1;
-			if (layer_bwd(s, l, sl))
+			if (layer_bwd(s, l, sl, NULL))
 				return -1;
 			if (ready(s, mt_params_get(s->t, l, MT_P_LN1_W)->offset))
 				return -1;
 		}
-		if (s->tpn > 1) {
-			/* the word rows of this rank's vocabulary from every row (gathered with
-			 * SP); the positions from this rank's rows */
-			void *dfull = tp_gather(s, s->dres, s->h);
-			if (!dfull)
-				return -1;
-			KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), NULL, dfull, s->u_tok, s->u_start, s->u_pos, nu,
-						 s->N, s->T, s->h));
-			if (gp(s, -1, MT_P_POS_EMB))
-				KP(P_EMBED, mt_embed_pos_bwd(dt, gp(s, -1, MT_P_POS_EMB), s->dres, s->r0, s->Nr, s->T, s->h));
-		} else {
-			KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), gp(s, -1, MT_P_POS_EMB), s->dres, s->u_tok,
-						 s->u_start, s->u_pos, nu, s->N, s->T, s->h));
-		}
-		if (ready(s, 0))
+		if (embed_bwd(s, nu) || ready(s, 0))
 			return -1;
 	}
-	if (tp_sync(s, "the tensor-parallel collectives"))
-		return -1;
-	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)s->N * sizeof(float), cudaMemcpyDeviceToHost));
-	for (int64_t n = 0; n < s->N; n++)
-		sum += s->h_loss[n];
-	/* with tensor parallelism each row's loss is on the rank holding its target */
-	if (s->tpn > 1 && s->tp->allreduce_f64(s->tp->ctx, &sum, 1, 0))
-		return tp_failed(s);
-	*loss = count ? sum / (double)count : 0;
-	return 0;
+	return loss_out(s, count, loss);
 }
 
 /* evaluation: the forward pass, then per chunk of logits -log p and the argmax's hit
@@ -1415,10 +1588,266 @@ static int reduce_wait(struct cu *s, int64_t step, struct mt_err *err)
 	return 0;
 }
 
+/* ---- pipeline stages (backend.h: stage_forward, stage_backward, stage_weight) ---- */
+
+static int stage_fail(struct cu *s, const char *fmt, int a, int b2)
+{
+	if (!s->derr.msg[0])
+		mt_err_set(&s->derr, MT_EXIT_IO, fmt, a, b2);
+	s->failed = 1;
+	return -1;
+}
+
+/* the pslot of a chunk's micro-batch slot, made on first use */
+static struct pslot *pslot_get(struct cu *s, int chunk, int slot)
+{
+	const struct mt_params *t = s->t;
+	int first = t->first_stage && chunk == 0, last = t->last_stage && chunk == t->nchunks - 1;
+	struct carve k = { NULL, 0 };
+	struct pslot *x;
+	size_t bytes;
+	cudaError_t e;
+
+	if (!s->stage || chunk < 0 || chunk >= t->nchunks || slot < 0) {
+		stage_fail(s, "a pipeline pass for chunk %d, slot %d of no stage of this backend", chunk, slot);
+		return NULL;
+	}
+	if (!s->ps && (!(s->ps = calloc((size_t)t->nchunks, sizeof(*s->ps))) ||
+		       !(s->nps = calloc((size_t)t->nchunks, sizeof(int))))) {
+		stage_fail(s, "out of memory for the micro-batches in flight (chunk %d, slot %d)", chunk, slot);
+		return NULL;
+	}
+	if (slot >= s->nps[chunk]) {
+		struct pslot *n = realloc(s->ps[chunk], (size_t)(slot + 1) * sizeof(*n));
+		if (!n) {
+			stage_fail(s, "out of memory for the micro-batches in flight (chunk %d, slot %d)", chunk, slot);
+			return NULL;
+		}
+		memset(n + s->nps[chunk], 0, (size_t)(slot + 1 - s->nps[chunk]) * sizeof(*n));
+		s->ps[chunk] = n;
+		s->nps[chunk] = slot + 1;
+	}
+	x = &s->ps[chunk][slot];
+	if (x->mem)
+		return x;
+	x->nl = t->chunk_layers[2 * chunk + 1] - t->chunk_layers[2 * chunk];
+	x->ls = calloc((size_t)x->nl, sizeof(*x->ls));
+	x->dsave = s->o.split_backward ? calloc((size_t)x->nl * 4, sizeof(void *)) : NULL;
+	if (!x->ls || (s->o.split_backward && !x->dsave)) {
+		stage_fail(s, "out of memory for the micro-batches in flight (chunk %d, slot %d)", chunk, slot);
+		return NULL;
+	}
+	bytes = carve_pslot(s, &k, x, first, last);
+	e = cudaMalloc(&x->mem, bytes);
+	if (e != cudaSuccess) {
+		x->mem = NULL;
+		mt_err_set(&s->derr, MT_EXIT_IO,
+			   "cannot allocate %.2f GiB of GPU memory for the activations of a micro-batch in flight (chunk %d, "
+			   "slot %d): %s; fewer micro-batches in flight (a smaller pipeline or --micro-batch-size) or "
+			   "--recompute-granularity full", gib(bytes), chunk, slot, cudaGetErrorString(e));
+		s->failed = 1;
+		return NULL;
+	}
+	k = (struct carve){ x->mem, 0 };
+	carve_pslot(s, &k, x, first, last);
+	s->bytes[3] += bytes;
+	return x;
+}
+
+/* the passes' buffers of a micro-batch: its residual stream (row 0 entering layer l0),
+ * tokens, targets and final norm */
+static void bind(struct cu *s, struct pslot *x, int l0)
+{
+	s->res = x->res;
+	s->lbase = l0;
+	if (x->tok) {
+		s->tok = x->tok;
+		s->u_tok = x->u_tok;
+		s->u_start = x->u_start;
+		s->u_pos = x->u_pos;
+	}
+	if (x->tgt) {
+		s->tgt = x->tgt;
+		s->lnf = x->lnf;
+		s->lnfs = x->lnfs;
+	}
+	/* the sequence-parallel replicas are summed once the schedule is done
+	 * (stage_reduce), not in a pass */
+	s->tp_last = 0;
+	s->tp_done = s->t->total;
+}
+
+static struct slot *lslot(struct cu *s, struct pslot *x, int l)
+{
+	return s->o.recompute_full ? &s->slots[0] : &x->ls[l - s->lbase];
+}
+
+static int stage_fwd(struct cu *s, int chunk, int slot, const int32_t *tokens, const int32_t *targets, const float *in,
+		     float *out, int grad, double *loss, int64_t *ntargets)
+{
+	const struct mt_params *t = s->t;
+	int first = t->first_stage && chunk == 0, last = t->last_stage && chunk == t->nchunks - 1;
+	struct pslot *x = pslot_get(s, chunk, slot);
+	int l0, l1;
+	void *xL;
+
+	if (!x)
+		return -1;
+	l0 = t->chunk_layers[2 * chunk];
+	l1 = t->chunk_layers[2 * chunk + 1];
+	bind(s, x, l0);
+	xL = row(s, x->res, (int64_t)x->nl * s->Nr, s->h);
+	if (first) {
+		if (tokens_in(s, tokens, grad, &x->nu) || embed_fwd(s))
+			return -1;
+	} else if (st_h2d(s, x->res, in, s->Nr * s->h)) {
+		return -1;
+	}
+	for (int l = l0; l < l1; l++)
+		if (layer_fwd(s, l, lslot(s, x, l)))
+			return -1;
+	if (!last)
+		return st_d2h(s, out, xL, s->Nr * s->h);
+	x->count = 0;
+	for (int64_t n = 0; n < s->N; n++)
+		x->count += targets[n] >= 0;
+	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	if (head(s, xL, grad, x->count, x->dlnf))
+		return -1;
+	*ntargets = x->count;
+	return loss_out(s, x->count, loss);
+}
+
+static int stage_bwd(struct cu *s, int chunk, int slot, const float *dout, float *din, int split)
+{
+	const struct mt_params *t = s->t;
+	int first = t->first_stage && chunk == 0, last = t->last_stage && chunk == t->nchunks - 1;
+	struct pslot *x = pslot_get(s, chunk, slot);
+	int l0, l1;
+
+	if (!x)
+		return -1;
+	l0 = t->chunk_layers[2 * chunk];
+	l1 = t->chunk_layers[2 * chunk + 1];
+	bind(s, x, l0);
+	if (last) {
+		/* d loss / d lnf came with the forward pass */
+		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), x->dlnf,
+				       row(s, x->res, (int64_t)x->nl * s->Nr, s->h), x->lnfs, wp(s, -1, MT_P_FINAL_W), s->Nr,
+				       s->h, s->c->normalization == MT_NORM_RMSNORM, s->scratch));
+	} else if (st_h2d(s, s->dres, dout, s->Nr * s->h)) {
+		return -1;
+	}
+	for (int l = l1 - 1; l >= l0; l--) {
+		struct slot *sl = lslot(s, x, l);
+		if (s->o.recompute_full && layer_fwd(s, l, sl))
+			return -1;
+		if (layer_bwd(s, l, sl, split && x->dsave ? x->dsave + 4 * (l - l0) : NULL))
+			return -1;
+	}
+	if (first)
+		return embed_bwd(s, x->nu);
+	return st_d2h(s, din, s->dres, s->Nr * s->h);
+}
+
+static int stage_wt(struct cu *s, int chunk, int slot)
+{
+	struct pslot *x = pslot_get(s, chunk, slot);
+	int l0;
+
+	if (!x)
+		return -1;
+	if (!x->dsave)
+		return 0; /* the backward pass was whole */
+	l0 = s->t->chunk_layers[2 * chunk];
+	bind(s, x, l0);
+	for (int l = l0; l < l0 + x->nl; l++)
+		if (layer_w(s, l, lslot(s, x, l), x->dsave + 4 * (l - l0)))
+			return -1;
+	return 0;
+}
+
+static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
+				 const int32_t *targets, const float *in, float *out, int64_t *ntargets)
+{
+	struct cu *s = b->state;
+	double loss = 0;
+
+	*ntargets = 0;
+	if (s->failed || stage_fwd(s, chunk, slot, tokens, targets, in, out, !b->stage_eval, &loss, ntargets))
+		return NAN;
+	return loss;
+}
+
+static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split)
+{
+	struct cu *s = b->state;
+
+	return s->failed || stage_bwd(s, chunk, slot, dout, din, split) ? -1 : 0;
+}
+
+static int cuda_stage_weight(struct mt_backend *b, int chunk, int slot)
+{
+	struct cu *s = b->state;
+
+	return s->failed || stage_wt(s, chunk, slot) ? -1 : 0;
+}
+
+/* A stage's gradient is whole once its schedule is done: the sequence-parallel replicas'
+ * sums (NCCL) and the data-parallel buckets are launched then, on the communication
+ * stream, and waited for as after a last micro-batch. */
+static int stage_reduce(struct cu *s)
+{
+	if (s->tpnccl) {
+		s->tp_last = 1;
+		s->tp_done = s->t->total;
+		if (tp_grads_ready(s, 0))
+			return -1;
+		s->tp_last = 0;
+	}
+	if (s->dp > 1) {
+		if (s->pending) {
+			mt_err_set(&s->derr, MT_EXIT_IO, "the previous step's gradient reduction was not waited for");
+			s->failed = 1;
+			return -1;
+		}
+		s->next = 0;
+		if (grads_ready(s, 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* the tied word embedding's two copies' gradients (first and last stage) summed over the
+ * embedding group, through host memory (the group's ordered sum, the same bits on both) */
+static int cuda_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err)
+{
+	struct cu *s = b->state;
+	const struct mt_param *p = mt_params_get(s->t, -1, MT_P_WORD_EMB);
+
+	if (s->failed)
+		return failed_err(s, err);
+	if (!p)
+		return mt_err_set(err, MT_EXIT_USAGE, "tied embeddings: no word embedding on this stage");
+	if (!s->h_emb && !(s->h_emb = malloc((size_t)p->numel * sizeof(float))))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory for the embedding's gradient");
+	if (rt_check(s, cudaMemcpy(s->h_emb, s->g + p->offset, (size_t)p->numel * 4, cudaMemcpyDeviceToHost),
+		     "cudaMemcpy", __LINE__))
+		return failed_err(s, err);
+	if (emb->allreduce(emb->ctx, s->h_emb, p->numel))
+		return mt_err_set(err, MT_EXIT_IO, "the tied embedding's gradient sum failed");
+	if (rt_check(s, cudaMemcpy(s->g + p->offset, s->h_emb, (size_t)p->numel * 4, cudaMemcpyHostToDevice),
+		     "cudaMemcpy", __LINE__))
+		return failed_err(s, err);
+	return 0;
+}
+
 static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
 			     struct mt_err *err)
 {
 	struct cu *s = b->state;
+	/* the norm over every rank holding a part of the model: tensor x pipeline */
+	const struct mt_tp *mp = s->o.mp ? s->o.mp : s->tp;
 	double sq = NAN, part[2] = { 0, 0 };
 	float sc = s->scale != 1.0 ? (float)((double)scale / s->scale) : scale;
 	/* ZeRO: this rank's pieces, then the leftovers every rank holds (counted by rank 0) */
@@ -1428,6 +1857,8 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 	*norm = 0;
 	*nonfinite = 1;
 	if (s->failed)
+		return failed_err(s, err);
+	if (s->stage && stage_reduce(s))
 		return failed_err(s, err);
 	if (s->dp > 1 && reduce_wait(s, b->step, err))
 		return -1;
@@ -1474,7 +1905,7 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 	if (rt_check(s, cudaMemcpy(part, s->sumsq, sizeof(part), cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
 		return failed_err(s, err);
 	sq = (n1 ? part[0] : 0) + (n2 && s->me == 0 ? part[1] : 0);
-	if (s->tpn > 1) {
+	if (s->chunk_norm) {
 		/* each chunk's sum in chunk order, as the device adds them, without the
 		 * replicas another tensor-parallel rank counts (ZeRO: the leftovers on rank 0) */
 		if (rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)(n1 + n2) * sizeof(double),
@@ -1491,7 +1922,7 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 		s->failed = 1;
 		return -1;
 	}
-	if (s->tpn > 1 && s->tp->allreduce_f64(s->tp->ctx, &sq, 1, 0)) {
+	if (mt_tp_on(mp) && mp->allreduce_f64(mp->ctx, &sq, 1, 0)) {
 		tp_failed(s);
 		return failed_err(s, err);
 	}
@@ -1600,6 +2031,8 @@ int mt_backend_cuda_usable(void)
 
 #else /* no CUDA in this build */
 
+#include <math.h>
+
 static int cuda_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
 		     struct mt_err *err)
 {
@@ -1656,6 +2089,28 @@ int mt_backend_cuda_usable(void)
 {
 	return 0;
 }
+static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
+				 const int32_t *targets, const float *in, float *out, int64_t *ntargets)
+{
+	(void)b, (void)chunk, (void)slot, (void)tokens, (void)targets, (void)in, (void)out;
+	*ntargets = 0;
+	return NAN;
+}
+static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split)
+{
+	(void)b, (void)chunk, (void)slot, (void)dout, (void)din, (void)split;
+	return -1;
+}
+static int cuda_stage_weight(struct mt_backend *b, int chunk, int slot)
+{
+	(void)b, (void)chunk, (void)slot;
+	return -1;
+}
+static int cuda_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err)
+{
+	(void)b, (void)emb;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
+}
 
 #endif
 
@@ -1672,4 +2127,8 @@ const struct mt_backend_ops mt_backend_cuda = {
 	.get_grad = cuda_get_grad,
 	.bytes = cuda_bytes,
 	.score_rows = cuda_score_rows,
+	.stage_forward = cuda_stage_forward,
+	.stage_backward = cuda_stage_backward,
+	.stage_weight = cuda_stage_weight,
+	.tie_grads = cuda_tie_grads,
 };

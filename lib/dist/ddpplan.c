@@ -10,30 +10,48 @@ void mt_ddp_plan_free(struct mt_ddp_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
+static int desc(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
 int mt_ddp_plan_init(struct mt_ddp_plan *p, const struct mt_params *t, int64_t bucket_size, int dp, int rank,
 		     int zero, struct mt_err *err)
 {
-	int L = t->num_layers, nb = 0;
-	int64_t hi = t->total;
+	int L = t->num_layers, nb = 0, nbd = 0;
+	int64_t hi = t->total, *bd;
 	const struct mt_param *fin = mt_params_get(t, -1, MT_P_FINAL_W);
 
 	memset(p, 0, sizeof(*p));
-	if (dp < 1 || rank < 0 || rank >= dp || bucket_size < 1 || !fin)
+	if (dp < 1 || rank < 0 || rank >= dp || bucket_size < 1)
 		return mt_err_set(err, MT_EXIT_USAGE, "data-parallel plan: rank %d of %d, bucket size %lld", rank, dp,
 				  (long long)bucket_size);
 	p->dp = dp;
 	p->rank = rank;
 	p->zero = zero && dp > 1;
-	p->lo = calloc((size_t)(L + 2) * 4, sizeof(int64_t));
+	p->lo = calloc((size_t)(L + 2) * 5, sizeof(int64_t));
 	if (!p->lo)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	p->hi = p->lo + (L + 2);
 	p->piece = p->hi + (L + 2);
 	p->sh = p->piece + (L + 2);
-	for (int l = L; l >= -1; l--) {
-		/* the boundary below layer l (l == L: the final norm; -1: the start) */
-		int64_t lo = l == L ? fin->offset : l >= 0 ? mt_params_get(t, l, MT_P_LN1_W)->offset : 0;
-		if (lo < hi && (hi - lo >= bucket_size || l < 0)) {
+	bd = p->sh + (L + 2);
+	/* where a bucket may begin: the final norm, each layer's first parameter (of the
+	 * layers this table holds: a pipeline stage's), the start; in backward order */
+	if (fin)
+		bd[nbd++] = fin->offset;
+	for (int l = L - 1; l >= 0; l--) {
+		const struct mt_param *q = mt_params_get(t, l, MT_P_LN1_W);
+		if (q)
+			bd[nbd++] = q->offset;
+	}
+	qsort(bd, (size_t)nbd, sizeof(*bd), desc);
+	bd[nbd++] = 0;
+	for (int i = 0; i < nbd; i++) {
+		int64_t lo = bd[i];
+		if (lo < hi && (hi - lo >= bucket_size || i == nbd - 1)) {
 			p->lo[nb] = lo;
 			p->hi[nb] = hi;
 			nb++;

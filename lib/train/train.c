@@ -150,9 +150,18 @@ static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *er
 static int tie_embeddings(struct trainer *tr, int64_t step, struct mt_err *err)
 {
 	const struct mt_param *p = mt_params_get(&tr->t, -1, MT_P_WORD_EMB);
-	float *g = tr->b.ops->host_grads(&tr->b);
+	float *g = tr->b.ops->host_grads ? tr->b.ops->host_grads(&tr->b) : NULL;
 
 	tr->embc.step = step;
+	if (!g) {
+		/* a device backend sums its own copy */
+		if (tr->b.ops->tie_grads(&tr->b, &tr->emb, err)) {
+			if (tr->embc.failed)
+				*err = tr->embc.err;
+			return -1;
+		}
+		return 0;
+	}
 	if (!p || tr->emb.allreduce(tr->emb.ctx, g + p->offset, p->numel)) {
 		*err = tr->embc.err;
 		if (!p)
@@ -243,6 +252,7 @@ static int pp_run(struct trainer *tr, int64_t n, int data_split, int64_t consume
 	memset(tr->lbuf, 0, (size_t)(2 * n) * sizeof(double));
 	tr->pp_data_split = data_split;
 	tr->pp_eval = eval;
+	tr->b.stage_eval = eval;
 	tr->pp_consumed = consumed;
 	memset(&tr->pp_err, 0, sizeof(tr->pp_err));
 	rc = mt_pp_exec_run(&tr->exec, sc, &ops, step, err);
@@ -680,9 +690,9 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			goto out;
 		tr.dp.tp = tr.ppon ? &tr.mp : tr.tpon ? &tr.tp : NULL;
 		tr.have_dp = 1;
-	} else if (tr.ppon) {
-		mt_err_set(err, MT_EXIT_USAGE, "--pipeline-model-parallel-size %d: the %s backend keeps no gradients in host "
-			   "memory", tr.d->pp, tr.b.ops->name);
+	} else if (tr.have_emb && !tr.b.ops->tie_grads) {
+		mt_err_set(err, MT_EXIT_USAGE, "--pipeline-model-parallel-size %d: the %s backend cannot sum the tied "
+			   "embedding's copies (add --untie-embeddings-and-output-weights)", tr.d->pp, tr.b.ops->name);
 		goto out;
 	}
 	if (tr.ppon) {
@@ -811,7 +821,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			tr.pp_steps++;
 			if (tr.have_emb && tie_embeddings(&tr, step, err))
 				goto out;
-			if (mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
+			/* a device backend reduces over the data-parallel group in grad_prepare */
+			if (tr.have_dp && mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
 		}
 		for (int64_t k = 0; !tr.ppon && k < local; k++) {

@@ -10,12 +10,15 @@
 #include "model/params.h"
 #include "tap.h"
 
+/* the start, the final norm or a layer's first parameter (of the layers a stage holds) */
 static int is_boundary(const struct mt_params *t, int64_t x)
 {
-	if (x == 0 || x == mt_params_get(t, -1, MT_P_FINAL_W)->offset)
+	const struct mt_param *f = mt_params_get(t, -1, MT_P_FINAL_W);
+
+	if (x == 0 || (f && x == f->offset))
 		return 1;
 	for (int l = 0; l < t->num_layers; l++)
-		if (x == mt_params_get(t, l, MT_P_LN1_W)->offset)
+		if (mt_params_get(t, l, MT_P_LN1_W) && x == mt_params_get(t, l, MT_P_LN1_W)->offset)
 			return 1;
 	return 0;
 }
@@ -32,14 +35,16 @@ static int chunk_ok(const struct mt_params *t, const struct mt_chunk *c)
 	return 0;
 }
 
-static void check(const char *what, const struct mt_config *c, int64_t bucket, int dp, int zero)
+/* sp, stage: a pipeline stage's table (sp NULL: the whole model) */
+static void check_stage(const char *what, const struct mt_config *c, int64_t bucket, int dp, int zero,
+			const struct mt_pp_split *sp, int stage)
 {
 	struct mt_params t;
 	struct mt_err e = { 0 };
 	int *owners, bad_cover = 0, bad_bucket = 0, bad_chunk = 0, bad_shard = 0, bad_piece = 0;
 	int64_t shard0 = -1, left = 0;
 
-	if (mt_params_build(&t, c, &e)) {
+	if (sp ? mt_params_build_stage(&t, c, 1, 0, 0, sp, stage, &e) : mt_params_build(&t, c, &e)) {
 		ok(0, "%s: %s", what, e.msg);
 		return;
 	}
@@ -105,6 +110,11 @@ static void check(const char *what, const struct mt_config *c, int64_t bucket, i
 	mt_params_free(&t);
 }
 
+static void check(const char *what, const struct mt_config *c, int64_t bucket, int dp, int zero)
+{
+	check_stage(what, c, bucket, dp, zero, NULL, 0);
+}
+
 static void model(struct mt_config *c, int llama)
 {
 	memset(c, 0, sizeof(*c));
@@ -138,5 +148,14 @@ int main(void)
 	check("GPT-2 style, ZeRO-1, 4 ranks, a bucket a layer", &g, 1, 4, 1);
 	check("Llama style (untied output), ZeRO-1, 3 ranks", &l, 30000, 3, 1);
 	check("Llama style, replicated, 4 ranks", &l, 30000, 4, 0);
+	/* pipeline stages: only some layers, the final norm on the last stage only */
+	{
+		struct mt_pp_split two = { 2, 1, 1, 0 }, inter = { 3, 1, 0, 0 };
+		g.num_layers = l.num_layers = 3;
+		check_stage("GPT-2 style, stage 0 of 2 (embeddings, layer 0), ZeRO-1, 2 ranks", &g, 1, 2, 1, &two, 0);
+		check_stage("GPT-2 style, stage 1 of 2 (layers 1-2, tied copy), ZeRO-1, 3 ranks", &g, 1, 3, 1, &two, 1);
+		check_stage("Llama style, middle stage of 3 (one layer, nothing else), 2 ranks", &l, 1, 2, 1, &inter, 1);
+		check_stage("Llama style, last stage of 3, replicated", &l, 20000, 2, 0, &inter, 2);
+	}
 	return tap_done();
 }
