@@ -40,7 +40,7 @@ enum {
 	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
-	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT, O_TP_COMM,
+	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT, O_TP_COMM, O_PP_COMM,
 	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP,
 	O_WARMUP_SAMPLES, O_DECAY_SAMPLES, O_BUCKET,
 	O_PP_SCHEDULE, O_VP_LAYERS, O_VP_STAGES, O_VP_GROUP, O_PP_FIRST, O_PP_LAST,
@@ -106,6 +106,7 @@ static const struct mt_option opts[] = {
 	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "split every layer over N ranks as Megatron does (cpu; default 1)" },
 	{ "sequence-parallel", 0, MT_ARG_NONE, O_SEQ_PARALLEL, NULL, "norms and residuals on 1/N of the sequence under tensor parallelism" },
 	{ "tensor-parallel-comm", 0, MT_ARG_REQUIRED, O_TP_COMM, "T", "cuda: auto (default: nccl when each rank has its own GPU), nccl, or host (MPI through host memory; ranks may share a GPU)" },
+	{ "pipeline-parallel-comm", 0, MT_ARG_REQUIRED, O_PP_COMM, "T", "cuda: the transfers between stages: auto (default: nccl send/recv when each stage has its own GPU), nccl, or host (MPI through host memory; stages may share a GPU)" },
 	{ "label-smoothing", 0, MT_ARG_REQUIRED, O_LABEL_SMOOTHING, "A", "cross-entropy label smoothing in [0, 1) (cpu; default 0)" },
 	{ "pipeline-model-parallel-size", 0, MT_ARG_REQUIRED, O_PP, "N", "split the layers over N pipeline stages (cpu; default 1)" },
 	{ "pipeline-schedule", 0, MT_ARG_REQUIRED, O_PP_SCHEDULE, "S", "1f1b, interleaved or zb-h1 (default: interleaved with virtual stages, else 1f1b)" },
@@ -372,6 +373,16 @@ int main(int argc, char **argv)
 				a.tp_comm = MT_TP_COMM_HOST;
 			else
 				mt_die_usage(&o, "--tensor-parallel-comm must be auto, nccl or host, not '%s'", o.arg);
+			break;
+		case O_PP_COMM:
+			if (!strcmp(o.arg, "auto"))
+				a.pp_comm = MT_TP_COMM_AUTO;
+			else if (!strcmp(o.arg, "nccl"))
+				a.pp_comm = MT_TP_COMM_NCCL;
+			else if (!strcmp(o.arg, "host"))
+				a.pp_comm = MT_TP_COMM_HOST;
+			else
+				mt_die_usage(&o, "--pipeline-parallel-comm must be auto, nccl or host, not '%s'", o.arg);
 			break;
 		case O_LABEL_SMOOTHING:
 			a.label_smoothing = mt_tool_real(&o);

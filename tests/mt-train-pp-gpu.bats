@@ -103,3 +103,19 @@ fields() {
 	[ "$status" -ne 0 ]
 	[[ $stderr == *"zb-h1"*"recompute"* ]] || { echo "$stderr"; false; }
 }
+
+# bats test_tags=gpu
+@test "gpu: stages sharing a GPU go through host memory by default; --pipeline-parallel-comm nccl is refused there" {
+	need_gpu
+	A=("${TINY[@]}" --train-iters 1 --pipeline-model-parallel-size 2)
+	V=()
+	for x in "${A[@]}"; do [ "$x" = -q ] || V+=("$x"); done
+	run --separate-stderr mpiexec -n 2 mt-train "${V[@]}"
+	[ "$status" -eq 0 ] || { echo "$stderr"; false; }
+	[[ $stderr == *"pipeline stages share a GPU: their transfers go through host memory"* ]] || { echo "$stderr"; false; }
+	run --separate-stderr mpiexec -n 2 mt-train "${A[@]}" --pipeline-parallel-comm nccl
+	[ "$status" -ne 0 ]
+	[[ $stderr == *"--pipeline-parallel-comm nccl: stages share GPU"* ]] || { echo "$stderr"; false; }
+	run -2 --separate-stderr mt-train "${A[@]}" --pipeline-parallel-comm udp
+	[[ $stderr == *"--pipeline-parallel-comm must be auto, nccl or host"* ]] || { echo "$stderr"; false; }
+}

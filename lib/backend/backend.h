@@ -15,6 +15,7 @@
 
 #include "model/config.h"
 #include "dist/dist.h"
+#include "dist/pipeline.h"
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/params.h"
@@ -79,13 +80,19 @@ struct mt_backend_ops {
 	 * the loss) and writes din except on the first chunk; split 1 runs the input-gradient
 	 * pass only (opts.split_backward), stage_weight the weight-gradient pass after it. */
 	double (*stage_forward)(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
-				const int32_t *targets, const float *in, float *out, int64_t *ntargets);
-	int (*stage_backward)(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split);
+				const int32_t *targets, const void *in, void *out, int64_t *ntargets);
+	int (*stage_backward)(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split);
 	int (*stage_weight)(struct mt_backend *b, int chunk, int slot);
 	/* With tied embeddings on more than one stage and no host_grads: the word
 	 * embedding's gradient summed over the embedding group emb (the first and last
 	 * stage's copies), the same sum on both. */
 	int (*tie_grads)(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err);
+	/* Pipeline parallelism: a transport of the backend's own between the stages of
+	 * pipeline group g (dist/pipeline.h; its messages' elements of *elem_bytes), after
+	 * which the stage passes' in, out, dout and din are its buffers; or *tr NULL (the
+	 * executor's MPI over host memory, float elements). Collective over g. NULL: MPI. */
+	int (*pp_transport)(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **tr,
+			    size_t *elem_bytes, struct mt_err *err);
 };
 
 /* How a backend computes; the CPU backend reads none of it (fp32 always). The caller
@@ -126,6 +133,7 @@ struct mt_backend_opts {
 	 * rank (tensor x pipeline; NULL: over tp), and room for split backward passes */
 	const struct mt_tp *mp;
 	int split_backward;
+	int pp_comm;                    /* pp_transport's choice: MT_TP_COMM_AUTO, _NCCL or _HOST */
 };
 
 enum { MT_TP_COMM_AUTO, MT_TP_COMM_NCCL, MT_TP_COMM_HOST };

@@ -316,7 +316,7 @@ static struct stage_slot *stage_slot(struct cpu *s, const struct mt_backend *b, 
 }
 
 static double cpu_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
-				const int32_t *targets, const float *in, float *out, int64_t *ntargets)
+				const int32_t *targets, const void *in, void *out, int64_t *ntargets)
 {
 	struct cpu *s = b->state;
 	struct stage_slot *x = stage_slot(s, b, chunk, slot);
@@ -336,7 +336,7 @@ static double cpu_stage_forward(struct mt_backend *b, int chunk, int slot, const
 	return x->acts.failed ? NAN : loss;
 }
 
-static int cpu_stage_backward(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split)
+static int cpu_stage_backward(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split)
 {
 	struct cpu *s = b->state;
 	struct stage_slot *x = stage_slot(s, b, chunk, slot);

@@ -165,7 +165,11 @@ struct cu {
 	struct pslot **ps;             /* [chunk][slot] */
 	int *nps;
 	float *h_emb;                  /* host: the tied embedding's gradient (tie_grads) */
+	struct ppx *ppx;               /* the stages' NCCL transport (NULL: through host memory) */
+	int pp_dev;                    /* the passes' inputs and outputs are its device buffers */
 };
+
+static void ppx_close(struct cu *s);
 
 static void prof_mark(struct cu *s, int cat)
 {
@@ -382,6 +386,7 @@ static void cuda_free(struct mt_backend *b)
 		 * CUDA call, since cudaFree and cuBLASLt's teardown wait for the whole device;
 		 * the process is about to stop */
 		mt_nccl_close(s->nccl, 1);
+		ppx_close(s);
 		free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
 		free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
 		free(s->h_hit), free(s->h_tok), free(s->h_tgt);
@@ -399,6 +404,7 @@ static void cuda_free(struct mt_backend *b)
 			cudaEventDestroy(s->ev[i]);
 		free(s->ev), free(s->evcat);
 	}
+	ppx_close(s);
 	mt_lt_destroy(s->lt);
 	mt_nccl_close(s->nccl, 0);
 	if (s->bev) {
@@ -1588,6 +1594,217 @@ static int reduce_wait(struct cu *s, int64_t step, struct mt_err *err)
 	return 0;
 }
 
+/* ---- the pipeline's transport over NCCL (pipeline.h) ----
+ * Each stage on a GPU of its own: the activations and gradients between stages stay on
+ * the devices, in the compute type, over four one-way two-rank communicators (ncclcomm.h
+ * mt_nccl_open_ring), each with a stream of its own, so a send that waits for its
+ * receiver holds up nothing else. A transfer starts after the compute queued before it
+ * (an event on the compute stream: a send's buffer is written, a receive's old contents
+ * are read), and its completion is an event the executor waits for against the
+ * timeout. The stage passes then read and write the buffers on the device. */
+enum { E_ACT_OUT, E_ACT_IN, E_GRAD_OUT, E_GRAD_IN };
+
+struct ppx {
+	struct mt_pp_transport tr;
+	struct cu *s;
+	struct mt_nccl *edge[4];
+	cudaStream_t st[4];
+	cudaEvent_t ready;
+};
+
+static int ppx_alloc(void *ctx, struct mt_pp_buf *b, int64_t elems, struct mt_err *err)
+{
+	struct ppx *x = ctx;
+	cudaError_t e = cudaMalloc(&b->x, (size_t)elems * x->s->es);
+
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags((cudaEvent_t *)&b->ev, cudaEventDisableTiming);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "cannot allocate the pipeline's GPU buffers: %s", cudaGetErrorString(e));
+	x->s->bytes[3] += (size_t)elems * x->s->es;
+	return 0;
+}
+
+static void ppx_release(void *ctx, struct mt_pp_buf *b)
+{
+	struct ppx *x = ctx;
+
+	if (x->s->failed)
+		return; /* a lost peer: no call that waits for the device */
+	if (b->x)
+		cudaFree(b->x);
+	if (b->ev)
+		cudaEventDestroy((cudaEvent_t)b->ev);
+	b->x = b->ev = NULL;
+}
+
+static int ppx_start(struct ppx *x, struct mt_pp_buf *b, int64_t elems, int ch, struct mt_err *err)
+{
+	struct cu *s = x->s;
+	cudaError_t e = cudaEventRecord(x->ready, 0);
+	int rc;
+
+	if (e == cudaSuccess)
+		e = cudaStreamWaitEvent(x->st[ch], x->ready, 0);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "pipeline transfer: %s", cudaGetErrorString(e));
+	rc = ch == E_ACT_OUT || ch == E_GRAD_OUT ? mt_nccl_send(x->edge[ch], b->x, elems, ntype(s->dt), x->st[ch], err)
+						 : mt_nccl_recv(x->edge[ch], b->x, elems, ntype(s->dt), x->st[ch], err);
+	if (rc) {
+		s->failed = 1;
+		return -1;
+	}
+	if ((e = cudaEventRecord((cudaEvent_t)b->ev, x->st[ch])) != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "pipeline transfer: %s", cudaGetErrorString(e));
+	b->busy = 1;
+	b->chan = ch;
+	return 0;
+}
+
+static int ppx_send(void *ctx, struct mt_pp_buf *b, int64_t elems, int peer, int grad, struct mt_err *err)
+{
+	(void)peer;
+	return ppx_start(ctx, b, elems, grad ? E_GRAD_OUT : E_ACT_OUT, err);
+}
+
+static int ppx_recv(void *ctx, struct mt_pp_buf *b, int64_t elems, int peer, int grad, struct mt_err *err)
+{
+	(void)peer;
+	return ppx_start(ctx, b, elems, grad ? E_GRAD_IN : E_ACT_IN, err);
+}
+
+static int ppx_wait(void *ctx, struct mt_pp_buf *b, const char *what, int64_t step, struct mt_err *err)
+{
+	struct ppx *x = ctx;
+
+	if (!b->busy)
+		return 0;
+	b->busy = 0;
+	if (mt_nccl_wait(x->edge[b->chan], b->ev, what, step, err)) {
+		x->s->failed = 1;
+		return -1;
+	}
+	return 0;
+}
+
+static void ppx_close(struct cu *s)
+{
+	struct ppx *x = s->ppx;
+
+	if (!x)
+		return;
+	for (int i = 0; i < 4; i++)
+		mt_nccl_close(x->edge[i], s->failed);
+	if (!s->failed) {
+		for (int i = 0; i < 4; i++)
+			if (x->st[i])
+				cudaStreamDestroy(x->st[i]);
+		if (x->ready)
+			cudaEventDestroy(x->ready);
+	}
+	free(x);
+	s->ppx = NULL;
+}
+
+/* NCCL between the stages when each has a GPU of its own (or asked), else nothing: MPI
+ * through host memory; the group agrees, so no stage waits in a communicator the others
+ * left */
+static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
+			     size_t *elem_bytes, struct mt_err *err)
+{
+	struct cu *s = b->state;
+	int want = s->o.pp_comm, distinct = 1, dev = 0;
+	double bad = 0;
+	struct mt_err e2 = { 0 };
+	struct ppx *x;
+	cudaError_t e = cudaSuccess;
+
+	*out = NULL;
+	*elem_bytes = 4;
+	if (want == MT_TP_COMM_HOST || !g || g->world < 2)
+		return 0;
+	{
+		struct cudaDeviceProp p;
+		unsigned char mine[16], other[16];
+		if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+			return mt_err_set(err, MT_EXIT_IO, "%s: cannot read the GPU's properties", g->where);
+		memcpy(mine, p.uuid.bytes, 16);
+		for (int q = 0; q < g->world; q++) {
+			memcpy(other, mine, 16);
+			if (g->ops->bcast(g, other, 16, q, "the pipeline's GPU check", err))
+				return -1;
+			if (q != g->rank && !memcmp(other, mine, 16))
+				distinct = 0;
+		}
+	}
+	if (!distinct) {
+		if (want == MT_TP_COMM_NCCL)
+			return mt_err_set(err, MT_EXIT_USAGE, "%s: --pipeline-parallel-comm nccl: stages share GPU %d, which "
+					  "NCCL refuses: start one rank per GPU, or use --pipeline-parallel-comm host", g->where,
+					  dev);
+		if (!s->o.quiet)
+			mt_info("cuda: pipeline stages share a GPU: their transfers go through host memory");
+		return 0;
+	}
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	x->s = s;
+	bad = mt_nccl_open_ring(x->edge, g, &e2) ? 1 : 0;
+	if (g->ops->allreduce_f64(g, &bad, 1, 1, "the pipeline's communicators", -1, err)) {
+		for (int i = 0; i < 4; i++)
+			mt_nccl_close(x->edge[i], 1);
+		free(x);
+		return -1;
+	}
+	if (bad) {
+		for (int i = 0; i < 4; i++)
+			mt_nccl_close(x->edge[i], 1);
+		free(x);
+		if (want == MT_TP_COMM_NCCL)
+			return e2.msg[0] ? (*err = e2, -1)
+					 : mt_err_set(err, MT_EXIT_IO, "%s: another stage could not make the pipeline's NCCL "
+						      "communicators", g->where);
+		if (!s->o.quiet)
+			mt_info("cuda: no NCCL communicators between the stages (%s): through host memory",
+				e2.msg[0] ? e2.msg : "another stage could not make them");
+		return 0;
+	}
+	s->ppx = x;
+	for (int i = 0; i < 4 && e == cudaSuccess; i++)
+		e = cudaStreamCreateWithFlags(&x->st[i], cudaStreamNonBlocking);
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&x->ready, cudaEventDisableTiming);
+	if (e != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for the pipeline: %s", cudaGetErrorString(e));
+	x->tr = (struct mt_pp_transport){ x, "nccl", ppx_alloc, ppx_release, ppx_send, ppx_recv, ppx_wait };
+	s->pp_dev = 1;
+	*out = &x->tr;
+	*elem_bytes = s->es;
+	if (!s->o.quiet)
+		mt_info("cuda: %d pipeline stages over %s (send/recv between the GPUs, %s)", g->world,
+			mt_nccl_version(x->edge[0]), s->dt == MT_F32 ? "fp32" : s->dt == MT_BF16 ? "bf16" : "fp16");
+	return 0;
+}
+
+/* the stage passes' input and output: through host memory (MPI), or the transport's
+ * device buffers */
+static int pp_in(struct cu *s, void *dst, const void *src)
+{
+	if (!s->pp_dev)
+		return st_h2d(s, dst, src, s->Nr * s->h);
+	RT(cudaMemcpyAsync(dst, src, (size_t)(s->Nr * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
+	return 0;
+}
+
+static int pp_out(struct cu *s, void *dst, const void *src)
+{
+	if (!s->pp_dev)
+		return st_d2h(s, dst, src, s->Nr * s->h);
+	RT(cudaMemcpyAsync(dst, src, (size_t)(s->Nr * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
+	return 0;
+}
+
 /* ---- pipeline stages (backend.h: stage_forward, stage_backward, stage_weight) ---- */
 
 static int stage_fail(struct cu *s, const char *fmt, int a, int b2)
@@ -1700,14 +1917,14 @@ static int stage_fwd(struct cu *s, int chunk, int slot, const int32_t *tokens, c
 	if (first) {
 		if (tokens_in(s, tokens, grad, &x->nu) || embed_fwd(s))
 			return -1;
-	} else if (st_h2d(s, x->res, in, s->Nr * s->h)) {
+	} else if (pp_in(s, x->res, in)) {
 		return -1;
 	}
 	for (int l = l0; l < l1; l++)
 		if (layer_fwd(s, l, lslot(s, x, l)))
 			return -1;
 	if (!last)
-		return st_d2h(s, out, xL, s->Nr * s->h);
+		return pp_out(s, out, xL);
 	x->count = 0;
 	for (int64_t n = 0; n < s->N; n++)
 		x->count += targets[n] >= 0;
@@ -1718,7 +1935,7 @@ static int stage_fwd(struct cu *s, int chunk, int slot, const int32_t *tokens, c
 	return loss_out(s, x->count, loss);
 }
 
-static int stage_bwd(struct cu *s, int chunk, int slot, const float *dout, float *din, int split)
+static int stage_bwd(struct cu *s, int chunk, int slot, const void *dout, void *din, int split)
 {
 	const struct mt_params *t = s->t;
 	int first = t->first_stage && chunk == 0, last = t->last_stage && chunk == t->nchunks - 1;
@@ -1735,7 +1952,7 @@ static int stage_bwd(struct cu *s, int chunk, int slot, const float *dout, float
 		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), x->dlnf,
 				       row(s, x->res, (int64_t)x->nl * s->Nr, s->h), x->lnfs, wp(s, -1, MT_P_FINAL_W), s->Nr,
 				       s->h, s->c->normalization == MT_NORM_RMSNORM, s->scratch));
-	} else if (st_h2d(s, s->dres, dout, s->Nr * s->h)) {
+	} else if (pp_in(s, s->dres, dout)) {
 		return -1;
 	}
 	for (int l = l1 - 1; l >= l0; l--) {
@@ -1747,7 +1964,7 @@ static int stage_bwd(struct cu *s, int chunk, int slot, const float *dout, float
 	}
 	if (first)
 		return embed_bwd(s, x->nu);
-	return st_d2h(s, din, s->dres, s->Nr * s->h);
+	return pp_out(s, din, s->dres);
 }
 
 static int stage_wt(struct cu *s, int chunk, int slot)
@@ -1768,7 +1985,7 @@ static int stage_wt(struct cu *s, int chunk, int slot)
 }
 
 static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
-				 const int32_t *targets, const float *in, float *out, int64_t *ntargets)
+				 const int32_t *targets, const void *in, void *out, int64_t *ntargets)
 {
 	struct cu *s = b->state;
 	double loss = 0;
@@ -1779,7 +1996,7 @@ static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, cons
 	return loss;
 }
 
-static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split)
+static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split)
 {
 	struct cu *s = b->state;
 
@@ -2090,13 +2307,13 @@ int mt_backend_cuda_usable(void)
 	return 0;
 }
 static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
-				 const int32_t *targets, const float *in, float *out, int64_t *ntargets)
+				 const int32_t *targets, const void *in, void *out, int64_t *ntargets)
 {
 	(void)b, (void)chunk, (void)slot, (void)tokens, (void)targets, (void)in, (void)out;
 	*ntargets = 0;
 	return NAN;
 }
-static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const float *dout, float *din, int split)
+static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split)
 {
 	(void)b, (void)chunk, (void)slot, (void)dout, (void)din, (void)split;
 	return -1;
@@ -2110,6 +2327,14 @@ static int cuda_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct 
 {
 	(void)b, (void)emb;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
+}
+static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
+			     size_t *elem_bytes, struct mt_err *err)
+{
+	(void)b, (void)g, (void)err;
+	*out = NULL;
+	*elem_bytes = 4;
+	return 0;
 }
 
 #endif
@@ -2131,4 +2356,5 @@ const struct mt_backend_ops mt_backend_cuda = {
 	.stage_backward = cuda_stage_backward,
 	.stage_weight = cuda_stage_weight,
 	.tie_grads = cuda_tie_grads,
+	.pp_transport = cuda_pp_transport,
 };

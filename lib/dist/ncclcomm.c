@@ -36,11 +36,14 @@ static struct {
 	const char *(*GetErrorString)(ncclResult_t);
 	const char *(*GetLastError)(ncclComm_t);
 	ncclResult_t (*GetVersion)(int *);
+	ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+	ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 } api;
 
 struct mt_nccl {
 	ncclComm_t comm;
 	struct mt_dist *d;
+	int me;                        /* a two-rank communicator's own rank in it */
 	int failed;
 	char version[32];
 };
@@ -82,6 +85,8 @@ static int load(struct mt_err *err)
 		{ "ncclGetErrorString", (void **)&api.GetErrorString },
 		{ "ncclGetLastError", (void **)&api.GetLastError },
 		{ "ncclGetVersion", (void **)&api.GetVersion },
+		{ "ncclSend", (void **)&api.Send },
+		{ "ncclRecv", (void **)&api.Recv },
 	};
 
 	if (api.lib)
@@ -178,6 +183,93 @@ int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err)
 	}
 	*out = n;
 	return 0;
+}
+
+int mt_nccl_open_ring(struct mt_nccl **edge, struct mt_dist *g, struct mt_err *err)
+{
+	int P = g->world, next = (g->rank + 1) % P, prev = (g->rank + P - 1) % P, v = 0, rc = 0;
+	/* [0] to next, [2] to prev: made here; [1] from prev, [3] from next: received */
+	const int sender[4] = { 1, 0, 1, 0 };
+	ncclUniqueId id[4];
+	ncclResult_t r;
+
+	memset(id, 0, sizeof(id));
+	for (int i = 0; i < 4; i++)
+		edge[i] = NULL;
+	if (P < 2)
+		return mt_err_set(err, MT_EXIT_USAGE, "%s: a pipeline of one stage has no neighbours", g->where);
+	if (load(err))
+		return -1;
+	api.GetVersion(&v);
+	for (int i = 0; i < 4; i++) {
+		if (!(edge[i] = calloc(1, sizeof(*edge[i])))) {
+			rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+			goto fail;
+		}
+		edge[i]->d = g;
+		edge[i]->me = !sender[i];
+		snprintf(edge[i]->version, sizeof(edge[i]->version), "NCCL %d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+		if (sender[i] && (r = api.GetUniqueId(&id[i])) != ncclSuccess) {
+			rc = nccl_fail(edge[i], r, "unique id", err);
+			goto fail;
+		}
+	}
+	/* each stage's two ids to the group in turn (bcast: the tools without MPI link
+	 * this file too); a stage keeps the one its previous stage made for its next, and
+	 * the one its next stage made for its previous */
+	for (int q = 0; q < P; q++) {
+		ncclUniqueId two[2];
+		if (q == g->rank) {
+			two[0] = id[0];
+			two[1] = id[2];
+		}
+		if (g->ops->bcast(g, two, sizeof(two), q, "the pipeline's NCCL ids", err)) {
+			rc = -1;
+			goto fail;
+		}
+		if (q == prev)
+			id[1] = two[0];
+		if (q == next)
+			id[3] = two[1];
+	}
+	/* the four initializations at once (a neighbour may start with another edge) */
+	if ((r = api.GroupStart()) != ncclSuccess) {
+		rc = nccl_fail(edge[0], r, "group start", err);
+		goto fail;
+	}
+	for (int i = 0; i < 4; i++) {
+		ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+		cfg.blocking = 0;
+		r = api.CommInitRankConfig(&edge[i]->comm, 2, id[i], edge[i]->me, &cfg);
+		if (r != ncclSuccess && r != ncclInProgress) {
+			api.GroupEnd();
+			rc = nccl_fail(edge[i], r, "initialization", err);
+			goto fail;
+		}
+	}
+	r = api.GroupEnd();
+	if (r != ncclSuccess && r != ncclInProgress) {
+		rc = nccl_fail(edge[0], r, "initialization", err);
+		goto fail;
+	}
+	for (int i = 0; i < 4; i++) {
+		if (api.CommGetAsyncError(edge[i]->comm, &r) != ncclSuccess)
+			r = ncclInternalError;
+		if (settle(edge[i], r, "initialization of the pipeline's communicators", err)) {
+			rc = -1;
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	for (int i = 0; i < 4; i++) {
+		if (edge[i] && edge[i]->comm)
+			mt_nccl_close(edge[i], 1);
+		else
+			free(edge[i]);
+		edge[i] = NULL;
+	}
+	return rc ? rc : -1;
 }
 
 /* ncclCommAbort first tells the communicator's kernels and threads to stop, then
@@ -287,6 +379,17 @@ int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_
 		      err);
 }
 
+int mt_nccl_send(struct mt_nccl *n, const void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		 struct mt_err *err)
+{
+	return settle(n, api.Send(buf, (size_t)count, type(t), 1 - n->me, n->comm, (cudaStream_t)stream), "send", err);
+}
+
+int mt_nccl_recv(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream, struct mt_err *err)
+{
+	return settle(n, api.Recv(buf, (size_t)count, type(t), 1 - n->me, n->comm, (cudaStream_t)stream), "receive", err);
+}
+
 int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step, struct mt_err *err)
 {
 	double t0 = now(), timeout = n->d->timeout;
@@ -330,6 +433,24 @@ int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err)
 	*out = NULL;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no NCCL support (no CUDA, or no nccl.h where CUDA is): "
 			  "data parallelism on GPUs is not available");
+}
+int mt_nccl_open_ring(struct mt_nccl **edge, struct mt_dist *g, struct mt_err *err)
+{
+	(void)g;
+	for (int i = 0; i < 4; i++)
+		edge[i] = NULL;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no NCCL support: pipeline transfers go through host memory");
+}
+int mt_nccl_send(struct mt_nccl *n, const void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		 struct mt_err *err)
+{
+	(void)n, (void)buf, (void)count, (void)t, (void)stream;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no NCCL support");
+}
+int mt_nccl_recv(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream, struct mt_err *err)
+{
+	(void)n, (void)buf, (void)count, (void)t, (void)stream;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no NCCL support");
 }
 void mt_nccl_close(struct mt_nccl *n, int abort) { (void)n, (void)abort; }
 const char *mt_nccl_version(const struct mt_nccl *n)

@@ -27,6 +27,13 @@ enum mt_nccl_type { MT_NCCL_F32 = 0, MT_NCCL_BF16 = 1, MT_NCCL_F16 = 2 };
 /* The communicator of d's data-parallel ranks (tp = pp = 1: the world) on the current
  * CUDA device; every rank calls it. */
 int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err);
+/* The pipeline's point-to-point channels: four two-rank communicators between this rank
+ * of pipeline group g and its ring neighbours, each used in one direction only (so a
+ * send waiting for its receiver never holds up a transfer the other way):
+ * edge[0] sends to the next stage, edge[1] receives from the previous one, edge[2] sends
+ * to the previous stage, edge[3] receives from the next one. Every rank of g calls it;
+ * the ids go over MPI to the neighbours, the four initializations at once. */
+int mt_nccl_open_ring(struct mt_nccl **edge, struct mt_dist *g, struct mt_err *err);
 /* Destroys the communicator (every rank calls it), or after a failure here or when
  * `abort`, aborts it: ncclCommAbort in a detached thread, not waited for, since with a
  * rank gone NCCL's abort can wait for it (the caller is about to stop the process). */
@@ -46,6 +53,11 @@ int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_
 /* In place: rank r's buf[r * count, (r + 1) * count) reaches every rank. */
 int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 		      struct mt_err *err);
+/* A two-rank communicator's transfer to / from the other rank, on stream; matched by
+ * order with the other rank's calls. */
+int mt_nccl_send(struct mt_nccl *n, const void *buf, int64_t count, enum mt_nccl_type t, void *stream,
+		 struct mt_err *err);
+int mt_nccl_recv(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream, struct mt_err *err);
 /* Wait for a CUDA event recorded after the collectives (cudaEvent_t), polling NCCL's
  * asynchronous error, up to the timeout; on an error or the deadline the communicator
  * is aborted and -1 returned: "rank R (tp T, dp D, pp P): WHAT at step S did not complete

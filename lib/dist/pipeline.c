@@ -27,6 +27,7 @@ int mt_pp_exec_init(struct mt_pp_exec *x, struct mt_dist *g, int vp, int64_t ele
 	x->p = g->world;
 	x->v = vp;
 	x->elems = elems;
+	x->elem_bytes = sizeof(float);
 	x->nslots = calloc((size_t)vp, sizeof(int));
 	for (int k = 0; k < 4; k++)
 		x->buf[k] = NULL;
@@ -35,13 +36,24 @@ int mt_pp_exec_init(struct mt_pp_exec *x, struct mt_dist *g, int vp, int64_t ele
 	return 0;
 }
 
+void mt_pp_exec_set_transport(struct mt_pp_exec *x, const struct mt_pp_transport *tr, size_t elem_bytes)
+{
+	x->tr = tr;
+	x->elem_bytes = tr ? elem_bytes : sizeof(float);
+}
+
 void mt_pp_exec_free(struct mt_pp_exec *x)
 {
 	for (int k = 0; k < 4; k++) {
 		if (x->buf[k])
 			for (int c = 0; c < x->v; c++)
-				for (int i = 0; i < x->nslots[c]; i++)
-					free(x->buf[k][c * MAXSLOTS + i].x);
+				for (int i = 0; i < x->nslots[c]; i++) {
+					struct mt_pp_buf *b = &x->buf[k][c * MAXSLOTS + i];
+					if (x->tr)
+						x->tr->release(x->tr->ctx, b);
+					else
+						free(b->x);
+				}
 		free(x->buf[k]);
 	}
 	free(x->nslots);
@@ -65,10 +77,15 @@ static int grow(struct mt_pp_exec *x, const struct mt_pp_sched *s, struct mt_err
 		for (int i = x->nslots[c]; i < want; i++)
 			for (int k = 0; k < 4; k++) {
 				struct mt_pp_buf *b = &x->buf[k][c * MAXSLOTS + i];
+				b->mb = -1;
+				if (x->tr) {
+					if (x->tr->alloc(x->tr->ctx, b, x->elems > 0 ? x->elems : 1, err))
+						return -1;
+					continue;
+				}
 				if (!(b->x = malloc((size_t)(x->elems > 0 ? x->elems : 1) * sizeof(float))))
 					return mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the pipeline's buffers",
 							  x->g->where);
-				b->mb = -1;
 			}
 		if (want > x->nslots[c])
 			x->nslots[c] = want;
@@ -113,11 +130,11 @@ static int settle(struct mt_pp_exec *x, struct mt_pp_buf *b, int grad, int chunk
 	double t0;
 	int rc;
 
-	if (!b->r.active)
+	if (!b->r.active && !b->busy)
 		return 0;
 	describe(what, sizeof(what), grad, chunk, b->mb, x->v);
 	t0 = now();
-	rc = mt_dist_wait(x->g, &b->r, what, step, err);
+	rc = x->tr ? x->tr->wait(x->tr->ctx, b, what, step, err) : mt_dist_wait(x->g, &b->r, what, step, err);
 	x->st.wait += now() - t0;
 	return rc;
 }
@@ -133,6 +150,14 @@ int mt_pp_exec_run(struct mt_pp_exec *x, const struct mt_pp_sched *s, const stru
 				  x->g->where, s->rank, s->p, s->v, x->g->rank, x->p, x->v);
 	if (grow(x, s, err))
 		return -1;
+	/* an ordered transport: the list's transfers in the order the peers expect them */
+	if (x->tr && (x->checked != s || x->checked_m != s->m || x->checked_fo != s->forward_only)) {
+		if (mt_pp_sched_order_check(s, err))
+			return -1;
+		x->checked = s;
+		x->checked_m = s->m;
+		x->checked_fo = s->forward_only;
+	}
 	for (int i = 0; i < s->n && rc == 0; i++) {
 		const struct mt_pp_action *a = &s->a[i];
 		int vs = mt_pp_vstage(s, a->chunk), slot = a->mb % s->inflight[a->chunk], peer, pch;
@@ -150,8 +175,10 @@ int mt_pp_exec_run(struct mt_pp_exec *x, const struct mt_pp_sched *s, const stru
 				break;
 			neighbour(s, a->chunk, grad, &peer, &pch);
 			b->mb = a->mb;
-			rc = grad ? mt_dist_irecv_f32(x->g, b->x, x->elems, peer, tag_of(s, 1, a->chunk, a->mb), &b->r, err)
-				  : mt_dist_irecv_f32(x->g, b->x, x->elems, peer, tag_of(s, 0, a->chunk, a->mb), &b->r, err);
+			if (x->tr)
+				rc = x->tr->recv(x->tr->ctx, b, x->elems, peer, grad, err);
+			else
+				rc = mt_dist_irecv_f32(x->g, b->x, x->elems, peer, tag_of(s, grad, a->chunk, a->mb), &b->r, err);
 			break;
 		}
 		case MT_PP_SEND_FWD:
@@ -159,8 +186,11 @@ int mt_pp_exec_run(struct mt_pp_exec *x, const struct mt_pp_sched *s, const stru
 			int grad = a->op == MT_PP_SEND_BWD;
 			struct mt_pp_buf *b = slot_buf(x, grad ? K_GOUT : K_AOUT, a->chunk, a->mb);
 			neighbour(s, a->chunk, !grad, &peer, &pch);
-			rc = mt_dist_isend_f32(x->g, b->x, x->elems, peer, tag_of(s, grad, pch, a->mb), &b->r, err);
-			x->st.bytes_sent += x->elems * (int64_t)sizeof(float);
+			if (x->tr)
+				rc = x->tr->send(x->tr->ctx, b, x->elems, peer, grad, err);
+			else
+				rc = mt_dist_isend_f32(x->g, b->x, x->elems, peer, tag_of(s, grad, pch, a->mb), &b->r, err);
+			x->st.bytes_sent += x->elems * (int64_t)x->elem_bytes;
 			x->st.messages++;
 			break;
 		}

@@ -27,8 +27,10 @@
  * NULL on the first. */
 struct mt_pp_ops {
 	void *ctx;
-	int (*forward)(void *ctx, int chunk, int mb, int slot, const float *in, float *out);
-	int (*backward)(void *ctx, int chunk, int mb, int slot, const float *dout, float *din, int split);
+	/* in, out, dout, din: buffers of the transport (host floats over MPI; a device
+	 * transport's memory and element type) */
+	int (*forward)(void *ctx, int chunk, int mb, int slot, const void *in, void *out);
+	int (*backward)(void *ctx, int chunk, int mb, int slot, const void *dout, void *din, int split);
 	int (*weight)(void *ctx, int chunk, int mb, int slot);
 };
 
@@ -43,9 +45,30 @@ struct mt_pp_stats {
 };
 
 struct mt_pp_buf {
-	float *x;
-	struct mt_dist_req r;
+	void *x;
+	struct mt_dist_req r;           /* MPI's transfer */
+	void *ev;                       /* a device transport's: its completion event */
+	int busy;                       /* a device transport's transfer not yet waited for */
+	int chan;                       /* and the channel it went over */
 	int mb;                         /* whose data it holds (-1: none) */
+};
+
+/* How messages move. Without one (NULL): MPI over the group, host float buffers (dist.h),
+ * matched by tags. A device backend may supply its own, e.g. NCCL send/recv between GPU
+ * buffers on streams of their own, one ordered channel per direction and kind (the
+ * activations to the next stage, the gradients to the previous); matching there is by
+ * order alone, so the executor checks a schedule's order on every edge before it first
+ * runs it (mt_pp_sched_order_check). send and recv start a transfer of buffer b (the
+ * compute that wrote b comes first); wait returns once it is complete, bounded by the
+ * group's timeout and naming what it waited for. */
+struct mt_pp_transport {
+	void *ctx;
+	const char *name;
+	int (*alloc)(void *ctx, struct mt_pp_buf *b, int64_t elems, struct mt_err *err);
+	void (*release)(void *ctx, struct mt_pp_buf *b);
+	int (*send)(void *ctx, struct mt_pp_buf *b, int64_t elems, int peer, int grad, struct mt_err *err);
+	int (*recv)(void *ctx, struct mt_pp_buf *b, int64_t elems, int peer, int grad, struct mt_err *err);
+	int (*wait)(void *ctx, struct mt_pp_buf *b, const char *what, int64_t step, struct mt_err *err);
 };
 
 struct mt_pp_exec {
@@ -57,10 +80,16 @@ struct mt_pp_exec {
 	struct mt_pp_buf *buf[4];
 	int *nslots;
 	struct mt_pp_stats st;          /* summed over runs until reset */
+	const struct mt_pp_transport *tr; /* NULL: MPI (set before the first run) */
+	size_t elem_bytes;              /* of a message's element: 4, or the transport's */
+	const struct mt_pp_sched *checked; /* the last list whose order was checked */
+	int checked_m, checked_fo;
 };
 
 int mt_pp_exec_init(struct mt_pp_exec *x, struct mt_dist *pipeline_group, int vp, int64_t elems, struct mt_err *err);
 void mt_pp_exec_free(struct mt_pp_exec *x);
+/* Use transport tr (its elements of elem_bytes) instead of MPI; before the first run. */
+void mt_pp_exec_set_transport(struct mt_pp_exec *x, const struct mt_pp_transport *tr, size_t elem_bytes);
 /* Run one step's list s (made for this stage and the group's size). Returns when this
  * stage's actions are done and its sends delivered. On failure the transfers still in
  * flight are left to the abort that follows. */

@@ -246,6 +246,63 @@ void mt_pp_sched_free(struct mt_pp_sched *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* the transfers of stage r's list over edge (from -> to, kind grad) in its order, as
+ * receiving chunk * m + mb; n of them into out (NULL: counted only) */
+static int edge_seq(const struct mt_pp_sched *s, int from, int to, int grad, int *out)
+{
+	int n = 0, P = s->p, last = s->p * s->v - 1;
+
+	for (int i = 0; i < s->n; i++) {
+		const struct mt_pp_action *a = &s->a[i];
+		int vs = a->chunk * P + s->rank, other, rc;
+		if (s->rank == from && (a->op == (grad ? MT_PP_SEND_BWD : MT_PP_SEND_FWD))) {
+			other = grad ? vs - 1 : vs + 1;
+			if (other < 0 || other > last || other % P != to)
+				continue;
+			rc = other / P;
+		} else if (s->rank == to && (a->op == (grad ? MT_PP_RECV_BWD : MT_PP_RECV_FWD))) {
+			other = grad ? vs + 1 : vs - 1;
+			if (other < 0 || other > last || other % P != from)
+				continue;
+			rc = a->chunk;
+		} else {
+			continue;
+		}
+		if (out)
+			out[n] = rc * s->m + a->mb;
+		n++;
+	}
+	return n;
+}
+
+int mt_pp_sched_order_check(const struct mt_pp_sched *s, struct mt_err *err)
+{
+	struct mt_pp_sched peer;
+	int rc = 0, cap = 2 * s->v * s->m + 1, *a = malloc((size_t)cap * 2 * sizeof(int)), *b = a ? a + cap : NULL;
+
+	if (!a)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory checking the pipeline's transfers");
+	/* the edges this stage sends on: activations to the next stage, gradients to the
+	 * previous; the peer's list made as the peer makes it */
+	for (int grad = 0; grad < 2 && rc == 0 && s->p > 1; grad++) {
+		int to = grad ? (s->rank + s->p - 1) % s->p : (s->rank + 1) % s->p, na, nb;
+		if (mt_pp_sched_make(&peer, s->kind, s->p, s->v, s->m, to, s->group, s->forward_only, err)) {
+			rc = -1;
+			break;
+		}
+		na = edge_seq(s, s->rank, to, grad, a);
+		nb = edge_seq(&peer, s->rank, to, grad, b);
+		if (na != nb || memcmp(a, b, (size_t)na * sizeof(int)))
+			rc = mt_err_set(err, MT_EXIT_USAGE,
+					"the %s schedule's %s from stage %d to stage %d are not sent in the order they are "
+					"received (%d and %d transfers): an ordered transport (NCCL) cannot run it",
+					mt_pp_kind_name(s->kind), grad ? "gradients" : "activations", s->rank, to, na, nb);
+		mt_pp_sched_free(&peer);
+	}
+	free(a);
+	return rc;
+}
+
 double mt_pp_bubble(enum mt_pp_kind kind, int p, int v, int m, double t_f, double t_b, double t_w)
 {
 	if (m < 1)

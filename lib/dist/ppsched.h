@@ -65,6 +65,11 @@ int mt_pp_sched_check(enum mt_pp_kind kind, int p, int v, int m, int G, struct m
 int mt_pp_sched_make(struct mt_pp_sched *s, enum mt_pp_kind kind, int p, int v, int m, int rank, int G,
 		     int forward_only, struct mt_err *err);
 void mt_pp_sched_free(struct mt_pp_sched *s);
+/* Whether every transfer s sends reaches its peer in the order the peer's list receives
+ * them, per direction and kind (activations to the next stage, gradients to the
+ * previous): what an ordered transport such as NCCL's send/recv needs, where matching
+ * is by order alone. Makes the two peers' lists; MT_EXIT_USAGE naming the edge if not. */
+int mt_pp_sched_order_check(const struct mt_pp_sched *s, struct mt_err *err);
 
 /* "1f1b", "interleaved", "zb-h1"; parse returns -1 for another name */
 const char *mt_pp_kind_name(enum mt_pp_kind kind);

@@ -179,7 +179,7 @@ static int is_last_chunk(const struct trainer *tr, int chunk)
 	return tr->t.last_stage && chunk == tr->t.nchunks - 1;
 }
 
-static int pp_forward(void *ctx, int chunk, int mb, int slot, const float *in, float *out)
+static int pp_forward(void *ctx, int chunk, int mb, int slot, const void *in, void *out)
 {
 	struct trainer *tr = ctx;
 	int first = is_first_chunk(tr, chunk), last = is_last_chunk(tr, chunk);
@@ -201,7 +201,7 @@ static int pp_forward(void *ctx, int chunk, int mb, int slot, const float *in, f
 	return 0;
 }
 
-static int pp_backward(void *ctx, int chunk, int mb, int slot, const float *dout, float *din, int split)
+static int pp_backward(void *ctx, int chunk, int mb, int slot, const void *dout, void *din, int split)
 {
 	struct trainer *tr = ctx;
 
@@ -676,6 +676,7 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.b.opt.label_smoothing = a->label_smoothing;
 	tr.b.opt.mp = tr.ppon ? &tr.mp : NULL;
 	tr.b.opt.split_backward = tr.ppon && a->pp_schedule == MT_PP_ZBH1;
+	tr.b.opt.pp_comm = a->pp_comm;
 	if (tr.ppon && (!tr.b.ops->stage_forward || !tr.b.ops->stage_backward || !tr.b.ops->stage_weight)) {
 		mt_err_set(err, MT_EXIT_USAGE, "--pipeline-model-parallel-size %d: the %s backend has no pipeline stages yet "
 			   "(add --device cpu)", tr.d->pp, tr.b.ops->name);
@@ -701,6 +702,14 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		if (mt_pp_exec_init(&tr.exec, tr.ppd, a->pipeline.vp, rows * a->cfg.hidden_size, err))
 			goto out;
 		tr.have_exec = 1;
+		if (tr.b.ops->pp_transport) {
+			/* a device backend's own transport between the stages (NCCL), if it has one */
+			const struct mt_pp_transport *ptr;
+			size_t eb;
+			if (tr.b.ops->pp_transport(&tr.b, tr.ppd, &ptr, &eb, err))
+				goto out;
+			mt_pp_exec_set_transport(&tr.exec, ptr, eb);
+		}
 		/* every batch size the run will see must suit the schedule: refused now, not
 		 * at the step where a rampup reaches it */
 		for (int64_t gb = a->rampup[0] > 0 ? a->rampup[0] : a->global_batch_size;;
@@ -948,6 +957,10 @@ out:
 		mt_plan_free(&tr.plan);
 	if (tr.have_dp)
 		mt_dp_free(&tr.dp);
+	/* the executor's buffers may be the backend's (a device transport): first */
+	if (tr.have_exec)
+		mt_pp_exec_free(&tr.exec);
+	tr.have_exec = 0;
 	if (tr.b.ops) {
 		tr.b.failed = rc != 0;
 		tr.b.ops->free(&tr.b);

@@ -51,6 +51,7 @@ struct mt_train_args {
 	 * its shard of the model (params.h), checkpoints stay logical */
 	int sequence_parallel;          /* --sequence-parallel */
 	int tp_comm;                    /* --tensor-parallel-comm (backend.h MT_TP_COMM_*) */
+	int pp_comm;                    /* --pipeline-parallel-comm (the same choices) */
 	/* pipeline parallelism is dist->pp stages: the layers cut as pipeline says (its size
 	 * dist->pp), each step run by the schedule pp_schedule (ppsched.h) over the
 	 * micro-batches of a data-parallel rank; the loss comes from the last stage */

@@ -244,6 +244,48 @@ int main(void)
 	}
 	mt_pp_sched_free(&s[0]);
 
+	/* an ordered transport (NCCL send/recv matches by order): every stage's sends on each
+	 * edge in the order its peer receives them, for every schedule and valid count */
+	{
+		int checked = 0, bad = 0;
+		char first[1100] = "";
+		for (int k = 0; k < 3; k++)
+			for (int p = 2; p <= 6; p++)
+				for (int v = 1; v <= 3; v++)
+					for (int m = 1; m <= 12; m++)
+						for (int fo = 0; fo < 2; fo++) {
+							if ((k != MT_PP_INTERLEAVED) != (v == 1) ||
+							    mt_pp_sched_check(k, p, v, m, 0, &e))
+								continue;
+							for (int r = 0; r < p; r++) {
+								struct mt_pp_sched x;
+								if (mt_pp_sched_make(&x, k, p, v, m, r, 0, fo, &e))
+									continue;
+								checked++;
+								if (mt_pp_sched_order_check(&x, &e)) {
+									if (!bad++)
+										snprintf(first, sizeof(first), "%s", e.msg);
+								}
+								mt_pp_sched_free(&x);
+							}
+						}
+		ok(checked > 300 && !bad, "transfers in the same order on both ends of every edge (%d lists, %d not%s%s)",
+		   checked, bad, bad ? ": " : "", first);
+	}
+	/* and the check sees a list whose sends are swapped */
+	{
+		struct mt_pp_sched x;
+		int i1 = -1, i2 = -1, rc;
+		mt_pp_sched_make(&x, MT_PP_1F1B, 4, 1, 8, 1, 0, 0, &e);
+		for (int i = 0; i < x.n; i++)
+			if (x.a[i].op == MT_PP_SEND_FWD)
+				i1 < 0 ? (i1 = i) : i2 < 0 ? (i2 = i) : 0;
+		x.a[i1].mb ^= x.a[i2].mb, x.a[i2].mb ^= x.a[i1].mb, x.a[i1].mb ^= x.a[i2].mb;
+		rc = mt_pp_sched_order_check(&x, &e);
+		ok(rc != 0 && strstr(e.msg, "from stage 1 to stage 2"), "two swapped sends are refused: %s", e.msg);
+		mt_pp_sched_free(&x);
+	}
+
 	/* the sweep: every valid count runs without deadlock and with the formula's bubble */
 	for (int k = 0; k < 3; k++)
 		for (int p = 1; p <= 6; p++)
