@@ -233,8 +233,10 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	mt_tool_start(&info);
-	if (!strncmp(cmd, "--load", 6) || !strncmp(cmd, "--save", 6) || !strncmp(cmd, "--target-", 9))
-		return layout(argc, argv);
+	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge"))
+		for (int i = 1; i < argc; i++)
+			if (!strncmp(argv[i], "--load", 6) || !strncmp(argv[i], "--save", 6) || !strncmp(argv[i], "--target-", 9))
+				return layout(argc, argv);
 	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge"))
 		mt_tool_unavailable(&info, argc, argv);
 	argv[1] = argv[0];

@@ -2006,7 +2006,7 @@ int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const st
 		h5_fail(err, MT_EXIT_IO, "cannot create checkpoint '%s'", file);
 		goto done;
 	}
-	if (state_attrs(f, s) || write_rng(f, s) || attr_i64v(f, "shard_bytes", nshards, bytes)) {
+	if (state_attrs(f, s) || attr_i64v(f, "shard_bytes", nshards, bytes)) {
 		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': attributes", file);
 		goto done;
 	}
@@ -2018,14 +2018,14 @@ int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const st
 			goto done;
 		}
 	}
-	if (have_opt) {
-		if ((g = group_create(f, "optimizer")) < 0 || attr_i64(g, "step", s->optimizer_step)) {
-			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group 'optimizer'", file);
-			goto done;
-		}
-		h5_close(&g);
-	}
 	for (int k = 0; k < (have_opt ? H5_GROUPS : 1); k++) {
+		if (k == 1) { /* the groups in the order a self-contained file has them */
+			if ((g = group_create(f, "optimizer")) < 0 || attr_i64(g, "step", s->optimizer_step)) {
+				h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group 'optimizer'", file);
+				goto done;
+			}
+			h5_close(&g);
+		}
 		if ((g = group_create(f, group_path[k])) < 0) {
 			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group '%s'", file, group_path[k]);
 			goto done;
@@ -2039,6 +2039,10 @@ int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const st
 			}
 		}
 		h5_close(&g);
+	}
+	if (write_rng(f, s)) {
+		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': dataset 'rng'", file);
+		goto done;
 	}
 	rc = 0;
 done:
