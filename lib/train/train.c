@@ -320,6 +320,7 @@ struct saver {
 	const float *w, *m, *v;
 	const char *dir;
 	int keep_last;
+	double t0, blocked;             /* when the save began; how long the step loop waited for it */
 };
 
 static void saver_clear(struct saver *sv)
@@ -412,7 +413,8 @@ static int save_finish(struct trainer *tr, int block, struct mt_err *err)
 					(long long)sv->iteration);
 	}
 	if (rc == 0 && !a->quiet)
-		mt_info("saved checkpoint at iteration %lld to %s", (long long)sv->iteration, a->save);
+		mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s)",
+			(long long)sv->iteration, a->save, mt_now() - sv->t0, sv->threaded || a->async_save ? sv->blocked : mt_now() - sv->t0);
 	saver_clear(sv);
 	return rc;
 }
@@ -445,6 +447,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 	if (!tr->sv && !(tr->sv = calloc(1, sizeof(*tr->sv))))
 		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint", tr->d->where);
 	sv = tr->sv;
+	sv->t0 = mt_now();
 	memset(&sv->err, 0, sizeof(sv->err));
 	sv->iteration = tr->iteration;
 	sv->done = 0;
@@ -548,6 +551,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 	} else {
 		saver_run(sv);
 	}
+	sv->blocked = mt_now() - sv->t0;
 	return a->async_save ? 0 : save_finish(tr, 1, err);
 }
 
@@ -557,6 +561,7 @@ static int load(struct trainer *tr, struct mt_err *err)
 	int64_t it;
 	struct mt_ckpt_loaded st;
 	struct mt_config c;
+	double t0 = mt_now();
 
 	if (mt_ckpt_resolve(tr->a->load, dir, sizeof(dir), &it, err))
 		return -1;
@@ -609,8 +614,8 @@ static int load(struct trainer *tr, struct mt_err *err)
 	}
 	mt_ckpt_loaded_free(&st);
 	if (!tr->a->quiet)
-		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed)", dir, (long long)tr->iteration,
-			(long long)tr->consumed_train);
+		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed) in %.3f s", dir, (long long)tr->iteration,
+			(long long)tr->consumed_train, mt_now() - t0);
 	return 0;
 }
 
