@@ -1,5 +1,6 @@
-/* mt-ckpt-reshard: what a checkpoint holds (inspect), and Hugging Face export and import
- * (lib/ckpt/hfio.c); changing the parallel layout is planned and answers "not available yet". */
+/* mt-ckpt-reshard: what a checkpoint holds (inspect), Hugging Face export and import
+ * (lib/ckpt/hfio.c), a checkpoint rewritten for another parallel layout or merged into one
+ * file (lib/ckpt/reshard.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,13 +8,15 @@
 #include "ckpt/hfio.h"
 #include "base/log.h"
 #include "ckpt/model.h"
+#include "ckpt/reshard.h"
 #include "tool.h"
 
 static const char *const synopsis[] = {
 	"inspect [--json] CKPT",
 	"export --format hf-gpt2|hf-llama [--no-verify] CKPT OUTDIR",
 	"import --format hf-gpt2|hf-llama [--iteration N] [--make-vocab-size-divisible-by N] [--seq-length N] HFDIR CKPT",
-	"--load DIR --save DIR --target-tensor-parallel-size N --target-pipeline-parallel-size N",
+	"--load CKPT --save DIR --target-tensor-parallel-size N --target-pipeline-parallel-size N",
+	"merge CKPT DIR",
 	NULL,
 };
 
@@ -29,12 +32,86 @@ static const struct mt_tool_info info = {
 		"GPT2BPETokenizer model) for transformers' GPT2LMHeadModel (hf-gpt2) or LlamaForCausalLM\n"
 		"(hf-llama), then checks it: the written weights, read back, must give the checkpoint's\n"
 		"log-probabilities on a fixed prompt. import reads config.json and model.safetensors (or\n"
-		"its shards) and saves an mt checkpoint of iteration 0, weights only. Resharding is not\n"
-		"available in this version",
+		"its shards) and saves an mt checkpoint of iteration 0, weights only.\n"
+		"--load/--save rewrites a checkpoint's files for another layout (one part per target rank,\n"
+		"holding the slices that rank reads); merge writes one self-contained model.h5. Both keep\n"
+		"the optimizer state and save DIR atomically (DIR/iter_N, DIR/latest)",
 	.doc = "docs/mt-ckpt-reshard.md",
 };
 
-enum { O_JSON = 256, O_FORMAT, O_NO_VERIFY, O_ITERATION, O_DIVISIBLE, O_SEQ };
+enum { O_JSON = 256, O_FORMAT, O_NO_VERIFY, O_ITERATION, O_DIVISIBLE, O_SEQ, O_LOAD, O_SAVE, O_TTP, O_TPP };
+
+static const struct mt_option layout_opts[] = {
+	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "CKPT", "the checkpoint to rewrite (directory, iter_N or model.h5)" },
+	{ "save", 0, MT_ARG_REQUIRED, O_SAVE, "DIR", "the checkpoint directory to write" },
+	{ "target-tensor-parallel-size", 0, MT_ARG_REQUIRED, O_TTP, "N", "tensor-parallel size of the new layout (1)" },
+	{ "target-pipeline-parallel-size", 0, MT_ARG_REQUIRED, O_TPP, "N", "pipeline stages of the new layout (1)" },
+	{ 0 },
+};
+
+static const struct mt_option merge_opts[] = {
+	{ 0 },
+};
+
+static int layout(int argc, char **argv)
+{
+	struct mt_opt o;
+	struct mt_err e = { 0 };
+	const char *load = NULL, *save = NULL;
+	long long tp = 1, pp = 1;
+	int id;
+
+	if (mt_opt_init(&o, &info, layout_opts, argc, argv))
+		mt_die_err(&o.err);
+	while ((id = mt_opt_next(&o)) != MT_OPT_END) {
+		mt_tool_common(&o, id);
+		switch (id) {
+		case O_LOAD: load = o.arg; break;
+		case O_SAVE: save = o.arg; break;
+		case O_TTP:
+		case O_TPP:
+			if (mt_opt_long(&o, 1, 1 << 16, id == O_TTP ? &tp : &pp))
+				mt_die_usage(&o, "%s", o.err.msg);
+			break;
+		case MT_OPT_ARG: mt_die_usage(&o, "unexpected argument '%s'", o.arg);
+		}
+	}
+	if (!load || !save)
+		mt_die_usage(&o, "a layout rewrite needs --load and --save");
+	if (mt_ckpt_reshard(load, save, (int)tp, (int)pp, &e))
+		mt_die_err(&e);
+	if (!o.quiet)
+		mt_info("rewrote %s for tensor-parallel size %lld x %lld pipeline stages into %s", load, tp, pp, save);
+	mt_opt_free(&o);
+	return 0;
+}
+
+static int merge(int argc, char **argv)
+{
+	struct mt_opt o;
+	struct mt_err e = { 0 };
+	const char *pos[2] = { NULL, NULL };
+	int id, npos = 0;
+
+	if (mt_opt_init(&o, &info, merge_opts, argc, argv))
+		mt_die_err(&o.err);
+	while ((id = mt_opt_next(&o)) != MT_OPT_END) {
+		mt_tool_common(&o, id);
+		if (id == MT_OPT_ARG) {
+			if (npos == 2)
+				mt_die_usage(&o, "unexpected argument '%s'", o.arg);
+			pos[npos++] = o.arg;
+		}
+	}
+	if (npos != 2)
+		mt_die_usage(&o, "merge needs CKPT and DIR");
+	if (mt_ckpt_merge(pos[0], pos[1], &e))
+		mt_die_err(&e);
+	if (!o.quiet)
+		mt_info("merged %s into one file in %s", pos[0], pos[1]);
+	mt_opt_free(&o);
+	return 0;
+}
 
 static const struct mt_option inspect_opts[] = {
 	{ "json", 0, MT_ARG_NONE, O_JSON, NULL, "one JSON object instead of lines" },
@@ -156,13 +233,16 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	mt_tool_start(&info);
-	for (int i = 1; i < argc; i++)
-		if (!strncmp(argv[i], "--load", 6) || !strncmp(argv[i], "--save", 6) || !strncmp(argv[i], "--target-", 9))
-			mt_die(MT_EXIT_USAGE, "not available yet: resharding (%s) is planned; see %s", argv[i], info.doc);
-	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import"))
+	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge"))
+		for (int i = 1; i < argc; i++)
+			if (!strncmp(argv[i], "--load", 6) || !strncmp(argv[i], "--save", 6) || !strncmp(argv[i], "--target-", 9))
+				return layout(argc, argv);
+	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge"))
 		mt_tool_unavailable(&info, argc, argv);
 	argv[1] = argv[0];
 	if (!strcmp(cmd, "inspect"))
 		return inspect(argc - 1, argv + 1);
+	if (!strcmp(cmd, "merge"))
+		return merge(argc - 1, argv + 1);
 	return hf(argc - 1, argv + 1, !strcmp(cmd, "export"));
 }

@@ -37,7 +37,7 @@ enum {
 	O_NORM_EPS, O_SWIGLU, O_NOBIAS, O_UNTIE, O_GQA, O_GROUPS, O_KV, O_INIT_STD, O_ATT_DROP, O_HID_DROP,
 	O_MBS, O_LR, O_MIN_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP, O_DECAY_STYLE, O_WARMUP_ITERS,
 	O_WARMUP_FRAC, O_DECAY_ITERS, O_WSD_ITERS, O_WSD_STYLE, O_LOG_INTERVAL, O_LOG_JSON, O_SAVE,
-	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
+	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_ASYNC_SAVE, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
 	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT, O_TP_COMM, O_PP_COMM,
@@ -88,6 +88,7 @@ static const struct mt_option opts[] = {
 	{ "save-interval", 0, MT_ARG_REQUIRED, O_SAVE_INTERVAL, "N", "save every N iterations (and at the end)" },
 	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "DIR", "resume from DIR's latest checkpoint (or DIR/iter_N)" },
 	{ "keep-last", 0, MT_ARG_REQUIRED, O_KEEP, "N", "keep only the newest N checkpoints" },
+	{ "async-save", 0, MT_ARG_NONE, O_ASYNC_SAVE, NULL, "write checkpoints in the background while training goes on" },
 	{ "exit-interval", 0, MT_ARG_REQUIRED, O_EXIT_INTERVAL, "N", "save and stop at a multiple of N iterations" },
 	{ "exit-duration-in-mins", 0, MT_ARG_REQUIRED, O_EXIT_MINS, "M", "save and stop after M minutes" },
 	{ "mock-data", 0, MT_ARG_NONE, O_MOCK, NULL, "synthetic tokens (give --vocab-size)" },
@@ -318,6 +319,7 @@ int main(int argc, char **argv)
 		case O_SAVE_INTERVAL: a.save_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_LOAD: a.load = o.arg; break;
 		case O_KEEP: a.keep_last = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_ASYNC_SAVE: a.async_save = 1; break;
 		case O_EXIT_INTERVAL: a.exit_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_EXIT_MINS:
 			a.exit_duration_mins = mt_tool_real(&o);

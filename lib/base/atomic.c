@@ -16,6 +16,8 @@
 #define MT_ATOMIC_WRITEBACK (8 << 20) /* start write-back every this many bytes */
 
 static char *volatile live[MT_ATOMIC_SLOTS];
+static long kill_at = -1; /* MT_ATOMIC_KILL_AT: -1 not read yet, 0 never */
+static long steps;
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int live_add(char *tmp)
@@ -49,6 +51,19 @@ void mt_atomic_unlink_all(void)
 		if (t)
 			unlink(t);
 	}
+}
+
+void mt_atomic_step(void)
+{
+	long at = __atomic_load_n(&kill_at, __ATOMIC_RELAXED);
+
+	if (at < 0) {
+		const char *e = getenv("MT_ATOMIC_KILL_AT");
+		at = e && *e ? strtol(e, NULL, 10) : 0;
+		__atomic_store_n(&kill_at, at > 0 ? at : 0, __ATOMIC_RELAXED);
+	}
+	if (__atomic_add_fetch(&steps, 1, __ATOMIC_RELAXED) == at && at > 0)
+		raise(SIGKILL);
 }
 
 static void clear(struct mt_atomic *w)
@@ -125,6 +140,7 @@ static int start_writeback(struct mt_atomic *w, struct mt_err *err)
 
 int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_err *err)
 {
+	mt_atomic_step();
 	if (n && fwrite(buf, 1, n, w->fp) != n)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->tmp);
 	w->pending += n;
@@ -154,6 +170,7 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 
 	if (!w->fp)
 		return mt_err_set(err, MT_EXIT_IO, "internal: commit of a closed writer");
+	mt_atomic_step();
 	if (fflush(w->fp) != 0 || ferror(w->fp))
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->tmp);
 	else if (fsync(fileno(w->fp)) != 0 && errno != EINVAL)
@@ -161,6 +178,7 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 	if (fclose(w->fp) != 0 && !fail)
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot close '%s'", w->tmp);
 	w->fp = NULL;
+	mt_atomic_step();
 	if (!fail && rename(w->tmp, w->path) != 0)
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", w->tmp, w->path);
 	if (fail) {
@@ -168,6 +186,7 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 		clear(w);
 		return -1;
 	}
+	mt_atomic_step();
 	fsync_dir(w->path);
 	clear(w);
 	return 0;

@@ -43,4 +43,11 @@ int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt
 /* Unlink every temporary file still open. Async-signal-safe. */
 void mt_atomic_unlink_all(void);
 
+/* A crash point, for tests of what a kill leaves behind: every write, sync and rename
+ * of durable output (here and in the checkpoint writer, lib/ckpt/) is one step; with
+ * MT_ATOMIC_KILL_AT=N in the environment the process kills itself (SIGKILL, as kill -9)
+ * at its Nth step, counted from 1 over the whole process. Without the variable, a
+ * counter and nothing else. */
+void mt_atomic_step(void);
+
 #endif

@@ -589,7 +589,7 @@ static int write_group(hid_t f, const char *path, const struct mt_params *t, con
 	if (g < 0)
 		return h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group '%s'", file, path);
 	for (int i = 0; i < t->n; i++)
-		if (write_tensor(g, &t->p[i], buf + t->p[i].offset)) {
+		if ((mt_atomic_step(), write_tensor(g, &t->p[i], buf + t->p[i].offset))) {
 			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': tensor '%s/%s'", file, path, t->p[i].name);
 			h5_close(&g);
 			return -1;
@@ -598,11 +598,38 @@ static int write_group(hid_t f, const char *path, const struct mt_params *t, con
 	return 0;
 }
 
+/* What a checkpoint's file holds besides the tensors, as attributes of the root. */
+static int state_attrs(hid_t f, const struct mt_ckpt_state *s)
+{
+	return attr_str(f, "format", MT_CKPT_FORMAT) || attr_i64(f, "format_version", MT_CKPT_FORMAT_VERSION) ||
+	       attr_i64(f, "iteration", s->iteration) ||
+	       attr_i64(f, "consumed_train_samples", s->consumed_train_samples) ||
+	       attr_i64(f, "consumed_valid_samples", s->consumed_valid_samples) ||
+	       attr_str(f, "config", s->config_json) ||
+	       attr_str(f, "train_args", s->train_args_json ? s->train_args_json : "{}") ||
+	       attr_str(f, "scheduler", s->scheduler_json ? s->scheduler_json : "{}") ? -1 : 0;
+}
+
+/* The root's rng dataset (bytes; empty for none). */
+static int write_rng(hid_t f, const struct mt_ckpt_state *s)
+{
+	hsize_t rng_len = s->rng ? (hsize_t)s->rng_size : 0;
+	hid_t sp = -1, d = -1;
+	int rc = -1;
+
+	if ((sp = H5Screate_simple(1, &rng_len, NULL)) >= 0 &&
+	    (d = H5Dcreate2(f, "rng", H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+	    (!rng_len || H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->rng) >= 0))
+		rc = 0;
+	h5_close(&d);
+	h5_close(&sp);
+	return rc;
+}
+
 static int write_h5(const char *file, const struct mt_params *t, const float *w, const float *m,
 		    const float *v, const struct mt_ckpt_state *s, struct mt_err *err)
 {
-	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl(), f = -1, g = -1, sp = -1, d = -1;
-	hsize_t rng_len = s->rng ? (hsize_t)s->rng_size : 0;
+	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl(), f = -1, g = -1;
 	int rc = -1;
 
 	if (fcpl >= 0)
@@ -612,13 +639,7 @@ static int write_h5(const char *file, const struct mt_params *t, const float *w,
 	h5_close(&fapl);
 	if (f < 0)
 		return h5_fail(err, MT_EXIT_IO, "cannot create checkpoint '%s'", file);
-	if (attr_str(f, "format", MT_CKPT_FORMAT) || attr_i64(f, "format_version", MT_CKPT_FORMAT_VERSION) ||
-	    attr_i64(f, "iteration", s->iteration) ||
-	    attr_i64(f, "consumed_train_samples", s->consumed_train_samples) ||
-	    attr_i64(f, "consumed_valid_samples", s->consumed_valid_samples) ||
-	    attr_str(f, "config", s->config_json) ||
-	    attr_str(f, "train_args", s->train_args_json ? s->train_args_json : "{}") ||
-	    attr_str(f, "scheduler", s->scheduler_json ? s->scheduler_json : "{}")) {
+	if (state_attrs(f, s)) {
 		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': attributes", file);
 		goto out;
 	}
@@ -634,16 +655,12 @@ static int write_h5(const char *file, const struct mt_params *t, const float *w,
 		    write_group(f, "optimizer/exp_avg_sq", t, v, file, err))
 			goto out;
 	}
-	if ((sp = H5Screate_simple(1, &rng_len, NULL)) < 0 ||
-	    (d = H5Dcreate2(f, "rng", H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
-	    (rng_len && H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->rng) < 0)) {
+	if (write_rng(f, s)) {
 		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': dataset 'rng'", file);
 		goto out;
 	}
 	rc = 0;
 out:
-	h5_close(&d);
-	h5_close(&sp);
 	h5_close(&g);
 	/* closing flushes: a full disk may only show here */
 	if (H5Fclose(f) < 0 && rc == 0)
@@ -846,23 +863,45 @@ int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weight
 		return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", tmp);
 	if (write_h5(file, t, weights, exp_avg, exp_avg_sq, s, err))
 		goto fail;
-	if (fsync_path(file, 0) || fsync_path(tmp, 1)) {
+	mt_atomic_step();
+	if (fsync_path(file, 0)) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
 		goto fail;
 	}
-	if (install_dir(tmp, final, err))
-		goto fail;
-	if (fsync_path(dir, 1))
-		return mt_err_errno(err, MT_EXIT_IO, "cannot sync directory '%s'", dir);
-	if (write_markers(dir, s->iteration, err))
-		return mt_err_prefix(err, "checkpoint '%s' written but not marked latest", final);
-	return prune(dir, s->iteration, keep_last, err);
+	return mt_ckpt_commit(dir, tmp, s->iteration, keep_last, err);
 fail:
 	rm_tree(tmp);
 	return -1;
 }
 
+int mt_ckpt_commit(const char *dir, const char *tmpdir, int64_t iteration, int keep_last, struct mt_err *err)
+{
+	char final[PATH_CAP];
+
+	if (mt_ckpt_iter_dir(final, sizeof(final), dir, iteration, err))
+		return -1;
+	mt_atomic_step();
+	if (fsync_path(tmpdir, 1)) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", tmpdir);
+		rm_tree(tmpdir);
+		return -1;
+	}
+	mt_atomic_step();
+	if (install_dir(tmpdir, final, err)) {
+		rm_tree(tmpdir);
+		return -1;
+	}
+	mt_atomic_step();
+	if (fsync_path(dir, 1))
+		return mt_err_errno(err, MT_EXIT_IO, "cannot sync directory '%s'", dir);
+	if (write_markers(dir, iteration, err))
+		return mt_err_prefix(err, "checkpoint '%s' written but not marked latest", final);
+	return prune(dir, iteration, keep_last, err);
+}
+
 /* ---- reading -------------------------------------------------------------------------------- */
+
+static int check_parts(hid_t f, const char *file, struct mt_err *err);
 
 /* Open the checkpoint file read-only and check that it is an mt checkpoint this version
  * reads. file gets its path (for messages). */
@@ -921,6 +960,10 @@ static hid_t open_ckpt(const char *iterdir, char *file, size_t n, struct mt_err 
 		return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': format version %lld%s (this mt reads %d)",
 				  file, (long long)version, version > MT_CKPT_FORMAT_VERSION ? " is newer: upgrade mt" : " is unknown",
 				  MT_CKPT_FORMAT_VERSION);
+	}
+	if (check_parts(f, file, err)) {
+		H5Fclose(f);
+		return -1;
 	}
 	return f;
 }
@@ -1564,4 +1607,644 @@ int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err
 	*iters = a;
 	*n = cnt;
 	return 0;
+}
+
+/* ---- sharded checkpoints: every rank writes its part, one index presents the tensors --------- */
+
+#define PART_FORMAT "mt-checkpoint-part"
+#define H5_GROUPS 3
+static const char *const group_path[H5_GROUPS] = { "model", "optimizer/exp_avg", "optimizer/exp_avg_sq" };
+
+int mt_ckpt_part_name(char *out, size_t n, int tp_rank, int pp_rank, int dp_rank, struct mt_err *err)
+{
+	int len = snprintf(out, n, "model-tp%02d-pp%03d-dp%04d.h5", tp_rank, pp_rank, dp_rank);
+
+	if (len < 0 || (size_t)len >= n)
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint part name too long");
+	return 0;
+}
+
+int mt_ckpt_tmpdir(char *out, size_t n, const char *dir, int64_t iteration, long tag, struct mt_err *err)
+{
+	char final[PATH_CAP];
+
+	if (mt_ckpt_iter_dir(final, sizeof(final), dir, iteration, err) || mkdir_p(dir, err))
+		return -1;
+	if ((size_t)snprintf(out, n, "%s.tmp.%ld", final, tag) >= n)
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
+	if (rm_tree(out))
+		return mt_err_errno(err, MT_EXIT_IO, "cannot remove the leftover '%s'", out);
+	if (mkdir(out, 0777) != 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", out);
+	return 0;
+}
+
+void mt_ckpt_abandon(const char *tmpdir)
+{
+	rm_tree(tmpdir);
+}
+
+/* Does part pt write row i of its table? Its range, a tied copy never (the first stage
+ * writes the embedding), a replicated parameter only on tensor-parallel rank 0. */
+static int part_writes(const struct mt_ckpt_part *pt, int i)
+{
+	const struct mt_param *p = &pt->t->p[i];
+
+	return i >= pt->p0 && i < pt->p1 && !p->tied_copy && (p->split != MT_SPLIT_NONE || pt->t->tp_rank == 0);
+}
+
+/* The rows [r0, r0 + rows) of a dataset region starting at (row0, col0) of a 2-D (or 1-D)
+ * dataset, cols wide, moved to or from buf in slabs. */
+static int region_io(hid_t d, int nd, hsize_t row0, hsize_t col0, hsize_t rows, hsize_t cols, float *buf, int write)
+{
+	hsize_t step = SLAB_FLOATS / (cols ? cols : 1);
+	int rc = 0;
+
+	if (step == 0)
+		step = 1;
+	for (hsize_t r = 0; r < rows && !rc; r += step) {
+		hsize_t start[2] = { row0 + r, col0 }, count[2] = { rows - r < step ? rows - r : step, cols };
+		hid_t fs = H5Dget_space(d), ms = H5Screate_simple(nd, count, NULL);
+
+		if (fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
+			rc = -1;
+		else if (write)
+			rc = H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf + r * cols) < 0 ? -1 : 0;
+		else
+			rc = H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf + r * cols) < 0 ? -1 : 0;
+		h5_close(&fs);
+		h5_close(&ms);
+	}
+	return rc;
+}
+
+static int write_piece(hid_t grp, const struct mt_param *p, int tp_rank, const float *buf)
+{
+	hsize_t dims[2] = { (hsize_t)p->shape[0], (hsize_t)p->shape[1] };
+	int64_t pieces[2][4], off[2];
+	int k = mt_params_pieces(p, tp_rank, pieces), rc = -1;
+	hid_t sp = H5Screate_simple(p->ndim, dims, NULL), d = -1;
+
+	off[0] = pieces[0][0];
+	off[1] = pieces[0][1];
+	if (sp >= 0 && (d = H5Dcreate2(grp, p->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+	    !attr_i64v(d, "global_shape", p->ndim, p->gshape) && !attr_i64v(d, "offset", p->ndim, off) &&
+	    !attr_i64v(d, "pieces", 4 * k, &pieces[0][0]) &&
+	    !region_io(d, p->ndim, 0, 0, dims[0], p->ndim == 2 ? dims[1] : 1, (float *)buf, 1))
+		rc = 0;
+	h5_close(&d);
+	h5_close(&sp);
+	return rc;
+}
+
+int mt_ckpt_part_check(const struct mt_ckpt_part *pt, const char *what, struct mt_err *err)
+{
+	const float *bufs[3] = { pt->w, pt->m, pt->v };
+	static const char *const names[3] = { "weight", "exp_avg", "exp_avg_sq" };
+
+	for (int g = 0; g < 3; g++) {
+		if (!bufs[g])
+			continue;
+		for (int i = pt->p0; i < pt->p1; i++) {
+			const struct mt_param *p = &pt->t->p[i];
+			const float *x = bufs[g] + (p->offset - pt->base);
+			for (int64_t j = 0; j < p->numel; j++)
+				if (!isfinite(x[j]))
+					return mt_err_set(err, MT_EXIT_DATA,
+							  "refusing to save checkpoint '%s': %s '%s' holds %s at element %lld of this rank's shard (the run has diverged; earlier checkpoints are kept)",
+							  what, names[g], p->name, isnan(x[j]) ? "nan" : "inf", (long long)j);
+		}
+	}
+	return 0;
+}
+
+int mt_ckpt_part_write(const char *tmpdir, const struct mt_ckpt_part *pt, int64_t iteration, struct mt_err *err)
+{
+	char name[128], file[PATH_CAP], host[256] = "";
+	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl(), f = -1, g = -1;
+	const float *bufs[3] = { pt->w, pt->m, pt->v };
+	int rc = -1;
+
+	if (!pt->w || !pt->m != !pt->v) {
+		h5_close(&fcpl);
+		h5_close(&fapl);
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: a checkpoint part without weights, or with one moment");
+	}
+	if (mt_ckpt_part_name(name, sizeof(name), pt->tp_rank, pt->pp_rank, pt->dp_rank, err) ||
+	    (size_t)snprintf(file, sizeof(file), "%s/%s", tmpdir, name) >= sizeof(file)) {
+		h5_close(&fcpl);
+		h5_close(&fapl);
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", tmpdir);
+	}
+	h5_quiet();
+	gethostname(host, sizeof(host) - 1);
+	if (fcpl >= 0)
+		H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+	mt_atomic_step();
+	f = fcpl < 0 || fapl < 0 ? -1 : H5Fcreate(file, H5F_ACC_EXCL, fcpl, fapl);
+	h5_close(&fcpl);
+	h5_close(&fapl);
+	if (f < 0)
+		return h5_fail(err, MT_EXIT_IO, "cannot create checkpoint part '%s'", file);
+	if (attr_str(f, "format", PART_FORMAT) || attr_i64(f, "format_version", MT_CKPT_FORMAT_VERSION) ||
+	    attr_i64(f, "iteration", iteration) || attr_i64(f, "rank", pt->rank) || attr_i64(f, "tp_rank", pt->tp_rank) ||
+	    attr_i64(f, "pp_rank", pt->pp_rank) || attr_i64(f, "dp_rank", pt->dp_rank) || attr_i64(f, "world", pt->world) ||
+	    attr_i64(f, "tp", pt->tp) || attr_i64(f, "pp", pt->pp) || attr_i64(f, "dp", pt->dp) ||
+	    attr_str(f, "host", host) || attr_i64(f, "pid", (int64_t)getpid())) {
+		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s': attributes", file);
+		goto out;
+	}
+	if ((g = group_create(f, "optimizer")) < 0) {
+		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s': group 'optimizer'", file);
+		goto out;
+	}
+	h5_close(&g);
+	for (int k = 0; k < H5_GROUPS; k++) {
+		if (!bufs[k])
+			continue;
+		if ((g = group_create(f, group_path[k])) < 0) {
+			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s': group '%s'", file, group_path[k]);
+			goto out;
+		}
+		for (int i = 0; i < pt->t->n; i++) {
+			const struct mt_param *p = &pt->t->p[i];
+			if (!part_writes(pt, i))
+				continue;
+			mt_atomic_step();
+			if (write_piece(g, p, pt->t->tp_rank, bufs[k] + (p->offset - pt->base))) {
+				h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s': tensor '%s/%s'", file, group_path[k],
+					p->name);
+				goto out;
+			}
+		}
+		h5_close(&g);
+	}
+	rc = 0;
+out:
+	h5_close(&g);
+	if (H5Fclose(f) < 0 && rc == 0)
+		rc = h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s'", file);
+	mt_atomic_step();
+	if (rc == 0 && fsync_path(file, 0))
+		rc = mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint part '%s'", file);
+	return rc;
+}
+
+/* One rectangle of a logical tensor held by a part: the part, its source rows, where. */
+struct vmap {
+	int shard;
+	int64_t src_row;
+	int64_t r[4]; /* row0, col0, rows, cols */
+};
+
+struct vlist {
+	struct vmap *v;
+	int n, cap;
+};
+
+static int vlist_add(struct vlist *l, const struct vmap *m)
+{
+	if (l->n == l->cap) {
+		struct vmap *nv = realloc(l->v, (size_t)(l->cap = l->cap ? 2 * l->cap : 4) * sizeof(*nv));
+		if (!nv)
+			return -1;
+		l->v = nv;
+	}
+	l->v[l->n++] = *m;
+	return 0;
+}
+
+/* Read one part's datasets of one group into the per-tensor lists. */
+static int index_scan(hid_t pf, int shard, int grp, const struct mt_params *lt, const struct mt_param **index,
+		      struct vlist *lists, const char *file, struct mt_err *err)
+{
+	struct names l;
+	hid_t g;
+	int rc = 0;
+
+	if (H5Lexists(pf, group_path[grp], H5P_DEFAULT) <= 0) {
+		h5_clear();
+		return 0;
+	}
+	if ((g = H5Gopen2(pf, group_path[grp], H5P_DEFAULT)) < 0)
+		return h5_fail(err, MT_EXIT_DATA, "checkpoint part '%s': group '%s'", file, group_path[grp]);
+	if (list_links(g, &l)) {
+		h5_close(&g);
+		return h5_fail(err, MT_EXIT_DATA, "checkpoint part '%s': cannot list group '%s'", file, group_path[grp]);
+	}
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		const struct mt_param *p = table_find(index, lt->n, l.v[i]);
+		hid_t d = -1;
+		int64_t pc[8] = { 0 }, src = 0;
+		int k;
+
+		if (!p) {
+			rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint part '%s' holds tensor '%s/%s', which the model does not have",
+					file, group_path[grp], l.v[i]);
+			break;
+		}
+		if ((d = H5Dopen2(g, l.v[i], H5P_DEFAULT)) < 0) {
+			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint part '%s': tensor '%s/%s'", file, group_path[grp], l.v[i]);
+			break;
+		}
+		k = read_i64v(d, "pieces", 8, pc) > 0 ? 2 : read_i64v(d, "pieces", 4, pc) > 0 ? 1 : 0;
+		h5_close(&d);
+		if (!k) {
+			rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint part '%s': tensor '%s/%s' has no pieces attribute", file,
+					group_path[grp], l.v[i]);
+			break;
+		}
+		for (int j = 0; j < k && !rc; j++) {
+			struct vmap m = { shard, src, { pc[4 * j], pc[4 * j + 1], pc[4 * j + 2], pc[4 * j + 3] } };
+			if (m.r[0] < 0 || m.r[1] < 0 || m.r[2] <= 0 || m.r[3] <= 0 || m.r[0] + m.r[2] > p->shape[0] ||
+			    m.r[1] + m.r[3] > p->shape[1])
+				rc = mt_err_set(err, MT_EXIT_DATA,
+						"checkpoint part '%s': tensor '%s/%s' has a piece outside the model's shape", file,
+						group_path[grp], l.v[i]);
+			else if (vlist_add(&lists[grp * lt->n + (p - lt->p)], &m))
+				rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+			src += m.r[2];
+		}
+	}
+	names_free(&l);
+	h5_close(&g);
+	return rc;
+}
+
+/* The pieces of one logical tensor tile it exactly: inside, no two overlap, and their
+ * areas sum to its size. */
+static int tiles(const struct vlist *l, const struct mt_param *p)
+{
+	int64_t area = 0;
+
+	for (int i = 0; i < l->n; i++) {
+		const int64_t *a = l->v[i].r;
+		area += a[2] * a[3];
+		for (int j = 0; j < i; j++) {
+			const int64_t *b = l->v[j].r;
+			if (a[0] < b[0] + b[2] && b[0] < a[0] + a[2] && a[1] < b[1] + b[3] && b[1] < a[1] + a[3])
+				return 0;
+		}
+	}
+	return area == p->numel;
+}
+
+static int write_virtual(hid_t grp, const struct mt_param *p, const struct vlist *l, char *const *shards,
+			 const char *gpath, const char *const *src_of)
+{
+	hsize_t dims[2] = { (hsize_t)p->shape[0], (hsize_t)p->shape[1] };
+	int64_t zero[2] = { 0, 0 };
+	float nan = NAN;
+	hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), vs = -1, d = -1;
+	int rc = -1;
+	char src[PATH_CAP];
+
+	(void)src_of;
+	if (dcpl < 0 || H5Pset_fill_value(dcpl, H5T_NATIVE_FLOAT, &nan) < 0 ||
+	    (vs = H5Screate_simple(p->ndim, dims, NULL)) < 0)
+		goto out;
+	snprintf(src, sizeof(src), "/%s/%s", gpath, p->name);
+	for (int i = 0; i < l->n; i++) {
+		const struct vmap *m = &l->v[i];
+		hsize_t vstart[2] = { (hsize_t)m->r[0], (hsize_t)m->r[1] }, cnt[2] = { (hsize_t)m->r[2], (hsize_t)m->r[3] };
+		hsize_t sstart[2] = { (hsize_t)m->src_row, 0 }, sdims[2] = { 0, cnt[1] };
+		hid_t ss;
+		int bad;
+
+		/* the part's dataset: its shard's rows, the pieces' rows stacked */
+		sdims[0] = 0;
+		for (int j = 0; j < l->n; j++)
+			if (l->v[j].shard == m->shard)
+				sdims[0] += (hsize_t)l->v[j].r[2];
+		if ((ss = H5Screate_simple(p->ndim, sdims, NULL)) < 0)
+			goto out;
+		bad = H5Sselect_hyperslab(vs, H5S_SELECT_SET, vstart, NULL, cnt, NULL) < 0 ||
+		      H5Sselect_hyperslab(ss, H5S_SELECT_SET, sstart, NULL, cnt, NULL) < 0 ||
+		      H5Pset_virtual(dcpl, vs, shards[m->shard], src, ss) < 0;
+		H5Sclose(ss);
+		if (bad)
+			goto out;
+	}
+	H5Sselect_all(vs);
+	if ((d = H5Dcreate2(grp, p->name, H5T_IEEE_F32LE, vs, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
+	    !attr_i64v(d, "global_shape", p->ndim, p->shape) && !attr_i64v(d, "offset", p->ndim, zero))
+		rc = 0;
+out:
+	h5_close(&d);
+	h5_close(&vs);
+	h5_close(&dcpl);
+	return rc;
+}
+
+int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const struct mt_ckpt_state *s,
+			char *const *shards, int nshards, struct mt_err *err)
+{
+	char file[PATH_CAP], pfile[PATH_CAP];
+	const struct mt_param **index;
+	struct vlist *lists;
+	int64_t *bytes;
+	int rc = -1, have_opt = 0;
+	hid_t fcpl = -1, fapl = -1, f = -1, g = -1, sp = -1, a = -1, ty = -1;
+
+	if (!s || !s->config_json || nshards < 1)
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: a checkpoint index without state or parts");
+	if (!(index = table_index(lt, err)))
+		return -1;
+	lists = calloc((size_t)H5_GROUPS * (size_t)lt->n, sizeof(*lists));
+	bytes = calloc((size_t)nshards, sizeof(*bytes));
+	if (!lists || !bytes) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto done;
+	}
+	h5_quiet();
+	/* what every part holds, from the parts themselves (durable by now) */
+	for (int i = 0; i < nshards; i++) {
+		struct stat st;
+		hid_t pf, pa = -1;
+
+		if ((size_t)snprintf(pfile, sizeof(pfile), "%s/%s", tmpdir, shards[i]) >= sizeof(pfile) || stat(pfile, &st) != 0) {
+			mt_err_errno(err, MT_EXIT_IO, "cannot index checkpoint part '%s'", pfile);
+			goto done;
+		}
+		bytes[i] = (int64_t)st.st_size;
+		if ((fapl = h5_fapl()) < 0 || (pf = H5Fopen(pfile, H5F_ACC_RDONLY, fapl)) < 0) {
+			h5_close(&fapl);
+			h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint part '%s'", pfile);
+			goto done;
+		}
+		h5_close(&fapl);
+		(void)pa;
+		for (int k = 0; k < H5_GROUPS; k++)
+			if (index_scan(pf, i, k, lt, index, lists, pfile, err)) {
+				H5Fclose(pf);
+				goto done;
+			}
+		H5Fclose(pf);
+	}
+	for (int k = 1; k < H5_GROUPS; k++)
+		for (int i = 0; i < lt->n; i++)
+			have_opt |= lists[k * lt->n + i].n > 0;
+	for (int k = 0; k < (have_opt ? H5_GROUPS : 1); k++)
+		for (int i = 0; i < lt->n; i++)
+			if (!tiles(&lists[k * lt->n + i], &lt->p[i])) {
+				mt_err_set(err, MT_EXIT_DATA,
+					   "checkpoint '%s': the parts do not hold tensor '%s/%s' exactly once (a rank's part is missing or overlaps another)",
+					   tmpdir, group_path[k], lt->p[i].name);
+				goto done;
+			}
+	if ((size_t)snprintf(file, sizeof(file), "%s/model.h5", tmpdir) >= sizeof(file)) {
+		mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", tmpdir);
+		goto done;
+	}
+	fcpl = H5Pcreate(H5P_FILE_CREATE);
+	fapl = h5_fapl();
+	if (fcpl >= 0)
+		H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+	mt_atomic_step();
+	f = fcpl < 0 || fapl < 0 ? -1 : H5Fcreate(file, H5F_ACC_EXCL, fcpl, fapl);
+	if (f < 0) {
+		h5_fail(err, MT_EXIT_IO, "cannot create checkpoint '%s'", file);
+		goto done;
+	}
+	if (state_attrs(f, s) || attr_i64v(f, "shard_bytes", nshards, bytes)) {
+		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': attributes", file);
+		goto done;
+	}
+	{
+		hsize_t n = (hsize_t)nshards;
+		if ((ty = vlen_string_type(H5T_CSET_UTF8)) < 0 || (sp = H5Screate_simple(1, &n, NULL)) < 0 ||
+		    (a = H5Acreate2(f, "shards", ty, sp, H5P_DEFAULT, H5P_DEFAULT)) < 0 || H5Awrite(a, ty, shards) < 0) {
+			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': attribute 'shards'", file);
+			goto done;
+		}
+	}
+	for (int k = 0; k < (have_opt ? H5_GROUPS : 1); k++) {
+		if (k == 1) { /* the groups in the order a self-contained file has them */
+			if ((g = group_create(f, "optimizer")) < 0 || attr_i64(g, "step", s->optimizer_step)) {
+				h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group 'optimizer'", file);
+				goto done;
+			}
+			h5_close(&g);
+		}
+		if ((g = group_create(f, group_path[k])) < 0) {
+			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group '%s'", file, group_path[k]);
+			goto done;
+		}
+		for (int i = 0; i < lt->n; i++) {
+			mt_atomic_step();
+			if (write_virtual(g, &lt->p[i], &lists[k * lt->n + i], shards, group_path[k], NULL)) {
+				h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': tensor '%s/%s'", file, group_path[k],
+					lt->p[i].name);
+				goto done;
+			}
+		}
+		h5_close(&g);
+	}
+	if (write_rng(f, s)) {
+		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': dataset 'rng'", file);
+		goto done;
+	}
+	rc = 0;
+done:
+	h5_close(&a);
+	h5_close(&sp);
+	h5_close(&ty);
+	h5_close(&g);
+	h5_close(&fcpl);
+	h5_close(&fapl);
+	if (f >= 0 && H5Fclose(f) < 0 && rc == 0)
+		rc = h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s'", file);
+	mt_atomic_step();
+	if (rc == 0 && fsync_path(file, 0))
+		rc = mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
+	if (lists)
+		for (int i = 0; i < H5_GROUPS * lt->n; i++)
+			free(lists[i].v);
+	free(lists);
+	free(bytes);
+	free(index);
+	return rc;
+}
+
+/* An index lists its parts and their sizes: every one must be there, whole (HDF5 reads
+ * a missing source of a virtual dataset as fill values, here NaN, without a word). */
+static int check_parts(hid_t f, const char *file, struct mt_err *err)
+{
+	hid_t a = -1, sp = -1, ty = -1;
+	hssize_t n;
+	char **names = NULL, dir[PATH_CAP], p[PATH_CAP];
+	int64_t *bytes = NULL;
+	int rc = -1;
+	const char *slash = strrchr(file, '/');
+
+	if (H5Aexists(f, "shards") <= 0) {
+		h5_clear();
+		return 0; /* a self-contained file */
+	}
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
+	if ((a = H5Aopen(f, "shards", H5P_DEFAULT)) < 0 || (sp = H5Aget_space(a)) < 0 ||
+	    (n = H5Sget_simple_extent_npoints(sp)) <= 0 || (ty = vlen_string_type(H5T_CSET_UTF8)) < 0) {
+		h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute 'shards'", file);
+		goto out;
+	}
+	names = calloc((size_t)n, sizeof(*names));
+	bytes = calloc((size_t)n, sizeof(*bytes));
+	if (!names || !bytes) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	if (H5Aread(a, ty, names) < 0 || read_i64v(f, "shard_bytes", (int)n, bytes) <= 0) {
+		h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attributes 'shards' and 'shard_bytes'", file);
+		goto out;
+	}
+	rc = 0;
+	for (hssize_t i = 0; i < n && !rc; i++) {
+		struct stat st;
+		if (!names[i] || strchr(names[i], '/')) {
+			rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': a bad part name", file);
+			break;
+		}
+		if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, names[i]) >= sizeof(p))
+			rc = mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
+		else if (stat(p, &st) != 0)
+			rc = mt_err_errno(err, MT_EXIT_DATA, "checkpoint '%s' is incomplete: part '%s'", file, p);
+		else if ((int64_t)st.st_size != bytes[i])
+			rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s' is incomplete: part '%s' holds %lld bytes, the index says %lld",
+					file, p, (long long)st.st_size, (long long)bytes[i]);
+	}
+out:
+	if (names) {
+		for (hssize_t i = 0; i < n; i++)
+			if (names[i])
+				H5free_memory(names[i]);
+	}
+	free(names);
+	free(bytes);
+	h5_close(&ty);
+	h5_close(&sp);
+	h5_close(&a);
+	return rc;
+}
+
+/* ---- reading the slices a rank needs ---------------------------------------------------------- */
+
+/* Shard row range [0, shape[0]) of local parameter lp from dataset d (the logical tensor
+ * gp of the checkpoint's table): its pieces by hyperslab, rows past the checkpoint's
+ * padded vocabulary zero. */
+static int read_shard(hid_t d, const struct mt_param *lp, int tp_rank, const struct mt_param *gp, float *dst)
+{
+	int64_t pieces[2][4], src = 0, cols = lp->shape[1];
+	int k = mt_params_pieces(lp, tp_rank, pieces);
+
+	for (int j = 0; j < k; j++) {
+		int64_t r0 = pieces[j][0], rows = pieces[j][2], have = gp->shape[0] - r0;
+		float *out = dst + src * cols;
+
+		if (have < 0)
+			have = 0;
+		if (have > rows)
+			have = rows;
+		if (have > 0 && region_io(d, lp->ndim, (hsize_t)r0, (hsize_t)pieces[j][1], (hsize_t)have, (hsize_t)cols, out, 0))
+			return -1;
+		if (have < rows)
+			memset(out + have * cols, 0, (size_t)((rows - have) * cols) * sizeof(float));
+		src += rows;
+	}
+	return 0;
+}
+
+int mt_ckpt_load_part(const char *iterdir, const struct mt_params *ct, const struct mt_params *local, float *w,
+		      float *m, float *v, int m0, int m1, unsigned flags, struct mt_err *err)
+{
+	char file[PATH_CAP];
+	const struct mt_param **index;
+	float *bufs[3] = { w, m, v };
+	hid_t f, g = -1;
+	int rc = 0;
+
+	if (!w || !m != !v)
+		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_load_part without weights, or with one moment");
+	if (!(index = table_index(ct, err)))
+		return -1;
+	if ((f = open_ckpt(iterdir, file, sizeof(file), err)) < 0) {
+		free(index);
+		return -1;
+	}
+	for (int k = 0; k < H5_GROUPS && !rc; k++) {
+		struct names l;
+
+		if (!bufs[k])
+			continue;
+		if (H5Lexists(f, k ? "optimizer" : "model", H5P_DEFAULT) <= 0 || H5Lexists(f, group_path[k], H5P_DEFAULT) <= 0 ||
+		    (g = H5Gopen2(f, group_path[k], H5P_DEFAULT)) < 0) {
+			h5_clear();
+			rc = k ? mt_err_set(err, MT_EXIT_DATA,
+					    "checkpoint '%s' holds no optimizer state (group '%s'): load the weights only (--no-load-optim)",
+					    file, group_path[k])
+			       : mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': group '%s' is missing", file, group_path[k]);
+			break;
+		}
+		/* the checkpoint's tensors are the model's, with their global shapes */
+		for (int i = 0; i < ct->n && !rc; i++) {
+			const struct mt_param *p = &ct->p[i];
+			hid_t d = -1, sp = -1;
+			hsize_t dims[H5S_MAX_RANK];
+			int nd = -1;
+
+			if (H5Lexists(g, p->name, H5P_DEFAULT) <= 0) {
+				h5_clear();
+				rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' is missing", file, group_path[k],
+						p->name);
+				break;
+			}
+			if ((d = H5Dopen2(g, p->name, H5P_DEFAULT)) < 0 || (sp = H5Dget_space(d)) < 0 ||
+			    (nd = H5Sget_simple_extent_ndims(sp)) < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0)
+				rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' is not a readable dataset", file,
+					     group_path[k], p->name);
+			else if (nd != p->ndim || (int64_t)dims[0] != p->shape[0] || (nd == 2 && (int64_t)dims[1] != p->shape[1])) {
+				char a[128], b[128];
+				int64_t have[2] = { (int64_t)dims[0], nd == 2 ? (int64_t)dims[1] : 0 };
+				fmt_shape(a, sizeof(a), nd, have);
+				fmt_shape(b, sizeof(b), p->ndim, p->shape);
+				rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' has shape %s, the model expects %s",
+						file, group_path[k], p->name, a, b);
+			}
+			h5_close(&sp);
+			h5_close(&d);
+		}
+		if (!rc && !(flags & MT_CKPT_ALLOW_EXTRA)) {
+			if (list_links(g, &l)) {
+				rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '%s'", file, group_path[k]);
+			} else {
+				for (size_t i = 0; !rc && i < l.n; i++)
+					if (!table_find(index, ct->n, l.v[i]))
+						rc = mt_err_set(err, MT_EXIT_DATA,
+								"checkpoint '%s' holds tensor '%s/%s', which the model does not have (another architecture? compare the checkpoint's config)",
+								file, group_path[k], l.v[i]);
+				names_free(&l);
+			}
+		}
+		/* this rank's slices, and nothing else */
+		for (int i = 0; i < local->n && !rc; i++) {
+			const struct mt_param *lp = &local->p[i], *gp;
+			hid_t d;
+
+			if (k && (i < m0 || i >= m1))
+				continue;
+			if (lp->lidx < 0 || lp->lidx >= ct->n) {
+				rc = mt_err_set(err, MT_EXIT_USAGE, "internal: '%s' is not a row of the checkpoint's table", lp->name);
+				break;
+			}
+			gp = &ct->p[lp->lidx];
+			if ((d = H5Dopen2(g, gp->name, H5P_DEFAULT)) < 0 || read_shard(d, lp, local->tp_rank, gp, bufs[k] + lp->offset))
+				rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read tensor '%s/%s'", file, group_path[k],
+					     gp->name);
+			h5_close(&d);
+		}
+		h5_close(&g);
+	}
+	h5_close(&g);
+	H5Fclose(f);
+	free(index);
+	return rc;
 }

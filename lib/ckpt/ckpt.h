@@ -143,4 +143,57 @@ int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err
  * mt-eval --watch evaluates these. */
 int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err);
 
+/* ---- sharded checkpoints (docs/formats.md "Sharded checkpoints") ----------------------------
+ * With many ranks, every rank writes the part it owns into the iteration's temporary
+ * directory at once (mt_ckpt_part_write: model-tpTT-ppPPP-dpDDDD.h5, its shard of each
+ * tensor with the logical rectangles it holds), then one rank writes the index
+ * (mt_ckpt_index_write: model.h5, the state attributes and one HDF5 virtual dataset per
+ * logical tensor, stitched from the parts by relative file names) and commits the
+ * directory (mt_ckpt_commit). Readers open model.h5 as before and see logical tensors;
+ * mt_ckpt_load_part reads one rank's slices of them by hyperslab. The callers (the
+ * trainer, mt-ckpt-reshard) bring the processes to agreement between the steps. */
+
+/* What one rank writes: rows [p0, p1) of its table t (shard shapes, gshape, split, lidx,
+ * tp_rank), skipping tied copies and, on tensor-parallel ranks other than 0, replicated
+ * parameters. w, m, v hold the floats [base, base + ...) of the flat buffer laid out by
+ * t (m and v both NULL: no optimizer state), at least up to the end of row p1 - 1. */
+struct mt_ckpt_part {
+	const struct mt_params *t;
+	int p0, p1;
+	int64_t base;
+	const float *w, *m, *v;
+	int rank, tp_rank, pp_rank, dp_rank;  /* who writes: the file's name and attributes */
+	int world, tp, pp, dp;
+};
+
+/* "model-tp01-pp002-dp0003.h5": the part of those coordinates. */
+int mt_ckpt_part_name(char *out, size_t n, int tp_rank, int pp_rank, int dp_rank, struct mt_err *err);
+/* Create DIR (with its parents) and the empty temporary iteration directory
+ * DIR/iter_N.tmp.<tag> into out (a leftover of that name removed first). Every rank of a
+ * save must use the same tag (the writing rank's pid, broadcast). */
+int mt_ckpt_tmpdir(char *out, size_t n, const char *dir, int64_t iteration, long tag, struct mt_err *err);
+/* Remove a temporary iteration directory of a save that failed on some rank. */
+void mt_ckpt_abandon(const char *tmpdir);
+/* Refuse (MT_EXIT_DATA) a part holding a NaN or an infinity: a diverged run never
+ * overwrites good checkpoints. what names the checkpoint in the message. */
+int mt_ckpt_part_check(const struct mt_ckpt_part *pt, const char *what, struct mt_err *err);
+/* Write pt's part into tmpdir, then fsync it. */
+int mt_ckpt_part_write(const char *tmpdir, const struct mt_ckpt_part *pt, int64_t iteration, struct mt_err *err);
+/* After every part is durable: read what each of the nshards parts (names in tmpdir)
+ * holds, check that they tile every logical tensor of lt exactly once (MT_EXIT_DATA
+ * naming the tensor otherwise), and write and fsync tmpdir/model.h5. */
+int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const struct mt_ckpt_state *s,
+			char *const *shards, int nshards, struct mt_err *err);
+/* The end of every save (mt_ckpt_save's protocol from the directory's fsync on): rename
+ * tmpdir to DIR/iter_N, fsync DIR, move the markers, prune and keep the last keep_last.
+ * The temporary directory is removed when it cannot be installed. */
+int mt_ckpt_commit(const char *dir, const char *tmpdir, int64_t iteration, int keep_last, struct mt_err *err);
+/* Read the slices of local's rows (a rank's table, any layout; tp_rank from local) out of
+ * the logical tensors of a checkpoint whose logical table is ct, into w, m and v laid
+ * out by local: weights for every row, the moments (both or neither) for rows [m0, m1)
+ * only (ZeRO-1's share). Every tensor of ct must be there with its shape, and no other
+ * unless MT_CKPT_ALLOW_EXTRA; rows of local's padded vocabulary past ct's read as 0. */
+int mt_ckpt_load_part(const char *iterdir, const struct mt_params *ct, const struct mt_params *local, float *w,
+		      float *m, float *v, int m0, int m1, unsigned flags, struct mt_err *err);
+
 #endif

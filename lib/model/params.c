@@ -329,6 +329,27 @@ static int64_t logical_col(const struct mt_param *p, int rank)
 	return p->split == MT_SPLIT_ROW ? rank * p->shape[1] : 0;
 }
 
+int mt_params_pieces(const struct mt_param *p, int rank, int64_t pieces[2][4])
+{
+	int64_t c0 = logical_col(p, rank), cols = p->shape[1];
+
+	if (p->split == MT_SPLIT_COLUMN_HALVES) {
+		int64_t half = p->shape[0] / 2;
+		for (int k = 0; k < 2; k++) {
+			pieces[k][0] = logical_row(p, rank, k * half);
+			pieces[k][1] = c0;
+			pieces[k][2] = half;
+			pieces[k][3] = cols;
+		}
+		return 2;
+	}
+	pieces[0][0] = logical_row(p, rank, 0);
+	pieces[0][1] = c0;
+	pieces[0][2] = p->shape[0];
+	pieces[0][3] = cols;
+	return 1;
+}
+
 void mt_params_slice(const struct mt_params *local, int rank, const struct mt_params *logical, float *logical_buf,
 		     float *shard, int to_logical)
 {

@@ -137,6 +137,12 @@ void mt_params_free(struct mt_params *t);
  * read as zeros into a shard. */
 void mt_params_slice(const struct mt_params *local, int rank, const struct mt_params *logical, float *logical_buf,
 		     float *shard, int to_logical);
+/* Where rank `rank`'s shard of p lies in the logical tensor, as the rectangles it holds
+ * in the shard's row order (the shard's rows are their rows stacked): {row0, col0, rows,
+ * cols} each, cols 1 for vectors; 1 rectangle, or 2 for SwiGLU's halves. Rows of a
+ * shard's padded vocabulary may lie past another table's logical rows: callers clip.
+ * The checkpoint slices of every rank (what it writes, what it reads) come from here. */
+int mt_params_pieces(const struct mt_param *p, int rank, int64_t pieces[2][4]);
 const struct mt_param *mt_params_find(const struct mt_params *t, const char *name);
 /* The parameter of a kind in a layer (layer -1 for the others), or NULL. */
 const struct mt_param *mt_params_get(const struct mt_params *t, int layer, enum mt_param_kind kind);

@@ -4,6 +4,7 @@
 #include "train/train.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,7 @@ struct trainer {
 	struct mt_dp dp;
 	int have_dp;
 	double *lbuf;                   /* per micro-batch losses of every rank, 2 per micro-batch */
+	struct saver *sv;               /* the checkpoint being saved (NULL: none yet) */
 };
 
 /* The global batch of the next iteration (Megatron's rampup, else --global-batch-size). */
@@ -301,107 +303,266 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 	return 0;
 }
 
-/* With tensor or pipeline parallelism: the parts of w, m and v (m, v NULL: none) of
- * every rank of the model-parallel group (tensor x pipeline ranks of one replica; the
- * tensor-parallel group without stages) into the logical buffers lw, lm, lv on its rank
- * 0 (collective over the group). Member g of the group is tensor-parallel rank g % T of
- * stage g / T; each rank makes every member's table to know the sizes. */
-static int mp_gather(struct trainer *tr, float *w, float *m, float *v, float *lw, float *lm, float *lv,
-		     struct mt_err *err)
-{
-	const struct mt_train_args *a = tr->a;
-	const struct mt_pp_split whole = { 1, 1, 0, 0 };
-	struct mt_dist *g = tr->ppon ? tr->mpd : tr->tpd;
-	int n = g->world, T = tr->d->tp, rc = 0, built = 0;
-	struct mt_params *tabs = calloc((size_t)n, sizeof(*tabs));
-	int64_t *cnt = calloc((size_t)n * 2, sizeof(int64_t)), *dsp = cnt ? cnt + n : NULL, total = 0;
-	float *src[3] = { w, m, v }, *dst[3] = { lw, lm, lv }, *all = NULL;
+/* ---- checkpoints --------------------------------------------------------------------------
+ * One process writes one self-contained model.h5 (ckpt.h). Several write a sharded set:
+ * each rank its part (its tensor- and pipeline-parallel shard; of that, the parameters
+ * its data-parallel shard owns, dp.h: ZeRO-1's share of weights and moments, or the same
+ * share of the replicas without ZeRO), all at once, then rank 0 the index and the commit
+ * once every part is durable. With --async-save the part is a host copy written by a
+ * thread while the steps go on; the set is committed at the first step boundary where
+ * every rank's thread has finished (a second save, the end of the run or a stop wait for
+ * it). The thread does the HDF5 calls of this process while it runs: the step loop makes
+ * none. */
+struct saver {
+	int pending, solo;              /* a save under way; written by one process alone */
+	pthread_t th;
+	int threaded;                   /* th runs saver_run (else it ran inline) */
+	volatile int done;              /* the thread finished (its result in failed, err) */
+	int failed;
+	struct mt_err err;
+	int64_t iteration;
+	char tmpdir[4096];
+	struct mt_ckpt_part pt;
+	float *cw, *cm, *cv;            /* the host copy of the part (async) */
+	char *cfg, *sch;
+	struct mt_ckpt_state s;
+	const struct mt_params *t;      /* solo: the table and whole buffers */
+	const float *w, *m, *v;
+	const char *dir;
+	int keep_last;
+	double t0, blocked;             /* when the save began; how long the step loop waited for it */
+};
 
-	if (!tabs || !cnt) {
-		rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory gathering the model's parts", tr->d->where);
-		goto out;
+static void saver_clear(struct saver *sv)
+{
+	free(sv->cw), free(sv->cm), free(sv->cv);
+	free(sv->cfg), free(sv->sch);
+	sv->cw = sv->cm = sv->cv = NULL;
+	sv->cfg = sv->sch = NULL;
+	sv->pending = 0;
+}
+
+static void *saver_run(void *arg)
+{
+	struct saver *sv = arg;
+
+	if (sv->solo)
+		sv->failed = mt_ckpt_save(sv->dir, sv->t, sv->w, sv->m, sv->v, &sv->s, sv->keep_last, &sv->err) != 0;
+	else
+		sv->failed = mt_ckpt_part_write(sv->tmpdir, &sv->pt, sv->iteration, &sv->err) != 0;
+	__atomic_store_n(&sv->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Finish the pending save: wait for this rank's writer (block) or only look (!block);
+ * with several ranks, agree on every rank's and commit on rank 0. 1 when it is still
+ * under way (only without block), 0 when finished, -1 on failure. */
+static int save_finish(struct trainer *tr, int block, struct mt_err *err)
+{
+	struct saver *sv = tr->sv;
+	const struct mt_train_args *a = tr->a;
+	int flag, all, rc = 0;
+	struct mt_err e2 = { 0 };
+
+	if (!sv || !sv->pending)
+		return 0;
+	if (!block && sv->solo && !__atomic_load_n(&sv->done, __ATOMIC_ACQUIRE))
+		return 1;
+	if (block && sv->threaded)
+		pthread_join(sv->th, NULL), sv->threaded = 0;
+	if (!sv->solo) {
+		/* 2: this rank is still writing; 1: it failed; the maximum over ranks decides */
+		flag = !__atomic_load_n(&sv->done, __ATOMIC_ACQUIRE) ? 2 : sv->failed;
+		if (mt_dist_agree(tr->d, sv->iteration, flag, &all, err))
+			return -1;
+		if (all == 2)
+			return 1;
+	} else {
+		all = sv->failed;
 	}
-	for (; built < n; built++) {
-		if (mt_params_build_stage(&tabs[built], &a->cfg, T, built % T, a->sequence_parallel,
-					  tr->ppon ? &a->pipeline : &whole, built / T, err)) {
-			rc = -1;
-			goto out;
+	if (sv->threaded)
+		pthread_join(sv->th, NULL), sv->threaded = 0;
+	if (sv->failed) {
+		*err = sv->err;
+		rc = -1;
+	} else if (all) {
+		rc = mt_err_set(err, MT_EXIT_IO, "%s: another rank could not write its part of the checkpoint of iteration %lld",
+				tr->d->where, (long long)sv->iteration);
+	}
+	if (!sv->solo) {
+		/* every part is durable: rank 0 indexes them and moves latest */
+		if (tr->d->rank == 0) {
+			if (rc) {
+				mt_ckpt_abandon(sv->tmpdir);
+			} else {
+				int n = tr->d->world, bad = 0;
+				char **names = calloc((size_t)n, sizeof(*names));
+				bad = !names;
+				for (int r = 0; r < n && !bad; r++) {
+					int tpr, dpr, ppr;
+					mt_dist_coords(n, tr->d->tp, tr->d->pp, r, &tpr, &dpr, &ppr);
+					bad = !(names[r] = malloc(128)) || mt_ckpt_part_name(names[r], 128, tpr, ppr, dpr, err);
+				}
+				if (bad && !names)
+					rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+				else if (bad)
+					rc = -1;
+				else if (mt_ckpt_index_write(sv->tmpdir, tr->lt, &sv->s, names, n, err))
+					rc = -1, mt_ckpt_abandon(sv->tmpdir);
+				else
+					rc = mt_ckpt_commit(a->save, sv->tmpdir, sv->iteration, a->keep_last, err);
+				for (int r = 0; names && r < n; r++)
+					free(names[r]);
+				free(names);
+			}
 		}
-		cnt[built] = tabs[built].total;
-		dsp[built] = total;
-		total += cnt[built];
+		if (mt_dist_agree(tr->d, sv->iteration, rc ? 1 : 0, &all, rc ? &e2 : err))
+			rc = -1;
+		else if (!rc && all)
+			rc = mt_err_set(err, MT_EXIT_IO, "rank 0 could not complete the checkpoint of iteration %lld",
+					(long long)sv->iteration);
 	}
-	if (cnt[g->rank] != tr->t.total) {
-		rc = mt_err_set(err, MT_EXIT_IO, "%s: the model-parallel group's member %d is not this rank", tr->d->where,
-				g->rank);
-		goto out;
-	}
-	if (!(all = malloc((size_t)(total ? total : 1) * sizeof(float)))) {
-		rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory gathering the model's parts", tr->d->where);
-		goto out;
-	}
-	for (int k = 0; k < 3 && rc == 0; k++) {
-		if (!src[k])
-			continue;
-		memcpy(all + dsp[g->rank], src[k], (size_t)cnt[g->rank] * sizeof(float));
-		rc = mt_dist_gatherv_f32(g, all, cnt, dsp, "the checkpoint's gather of the model's parts", tr->iteration, err);
-		if (rc == 0 && g->rank == 0)
-			for (int r = 0; r < n; r++)
-				mt_params_slice(&tabs[r], r % T, tr->lt, dst[k], all + dsp[r], 1);
-	}
-out:
-	for (int r = 0; r < built; r++)
-		mt_params_free(&tabs[r]);
-	free(tabs);
-	free(cnt);
-	free(all);
+	if (rc == 0 && !a->quiet)
+		mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s)",
+			(long long)sv->iteration, a->save, mt_now() - sv->t0, sv->threaded || a->async_save ? sv->blocked : mt_now() - sv->t0);
+	saver_clear(sv);
 	return rc;
+}
+
+/* A copy of floats [lo, hi) of buf, or NULL for no buffer (*fail on no memory). */
+static float *copy_range(const float *buf, int64_t lo, int64_t hi, int *fail)
+{
+	float *c;
+
+	if (!buf)
+		return NULL;
+	if (!(c = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof(float)))) {
+		*fail = 1;
+		return NULL;
+	}
+	memcpy(c, buf + lo, (size_t)(hi - lo) * sizeof(float));
+	return c;
 }
 
 static int save(struct trainer *tr, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
-	char *cfg = mt_config_to_json(&tr->lcfg), *sch = mt_sched_to_json(&tr->sched);
-	struct mt_ckpt_state s = { tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, cfg,
-				   a->train_args_json ? a->train_args_json : "{}", sch, NULL, 0 };
-	int zero = a->distributed_optimizer && tr->have_dp, rc, all;
-	struct mt_err e2 = { 0 };
+	struct saver *sv;
+	int zero = a->distributed_optimizer && tr->have_dp, rc = 0, all, fail = 0;
+	char what[4200];
 
-	/* one copy of the model: the moments' shards gathered whole on rank 0, which writes;
-	 * a backend on devices gathers its own state (every rank calls save_state) */
-	rc = zero && mt_dp_gather_moments(&tr->dp, tr->m, tr->v, tr->iteration, err) ? -1 : 0;
-	if (rc == 0 && !tr->have_dp)
-		rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err);
-	else if (rc == 0 && tr->d->dp_rank == 0)
-		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
-	if (tr->split && tr->d->dp_rank == 0) {
-		/* the first replica's tensor- and pipeline-parallel ranks send their parts to its
-		 * rank 0, which writes the logical tensors (until every rank writes its own) */
-		float *lw = NULL, *lm = NULL, *lv = NULL;
-		int64_t n = tr->lt->total;
-		if (rc == 0 && tr->d->rank == 0 &&
-		    (!(lw = calloc((size_t)n, sizeof(float))) || !(lm = calloc((size_t)n, sizeof(float))) ||
-		     !(lv = calloc((size_t)n, sizeof(float)))))
-			rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint", tr->d->where);
-		if (rc == 0)
-			rc = mp_gather(tr, tr->w, tr->m, tr->v, lw, lm, lv, err);
-		if (rc == 0 && tr->d->rank == 0)
-			rc = mt_ckpt_save(a->save, tr->lt, lw, lm, lv, &s, a->keep_last, err);
-		free(lw), free(lm), free(lv);
-	} else if (rc == 0 && tr->d->rank == 0) {
-		rc = mt_ckpt_save(a->save, &tr->t, tr->w, tr->m, tr->v, &s, a->keep_last, err);
-	}
-	free(cfg);
-	free(sch);
-	/* every rank learns whether the checkpoint is complete before going on */
-	if (mt_dist_agree(tr->d, tr->iteration, rc ? 1 : 0, &all, rc ? &e2 : err))
+	/* a second save waits for the first */
+	if (save_finish(tr, 1, err))
 		return -1;
-	if (!rc && all)
-		return mt_err_set(err, MT_EXIT_IO, "rank 0 could not save the checkpoint of iteration %lld",
-				  (long long)tr->iteration);
-	if (rc == 0 && !a->quiet)
-		mt_info("saved checkpoint at iteration %lld to %s", (long long)tr->iteration, a->save);
-	return rc;
+	if (!tr->sv && !(tr->sv = calloc(1, sizeof(*tr->sv))))
+		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint", tr->d->where);
+	sv = tr->sv;
+	sv->t0 = mt_now();
+	memset(&sv->err, 0, sizeof(sv->err));
+	sv->iteration = tr->iteration;
+	sv->done = 0;
+	sv->failed = 0;
+	sv->cfg = mt_config_to_json(&tr->lcfg);
+	sv->sch = mt_sched_to_json(&tr->sched);
+	sv->s = (struct mt_ckpt_state){ tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, sv->cfg,
+					a->train_args_json ? a->train_args_json : "{}", sv->sch, NULL, 0 };
+	sv->solo = tr->d->world == 1;
+	/* the state in host memory: the weights of this rank's part of the model, and its
+	 * moments (every data-parallel rank's own share under ZeRO-1; a device backend
+	 * gathers its own, whole on data-parallel rank 0) */
+	if (tr->have_dp)
+		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
+	else
+		rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err);
+	if (rc == 0 && zero) {
+		memcpy(tr->m + tr->dp.lo, tr->dp.m, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
+		memcpy(tr->v + tr->dp.lo, tr->dp.v, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
+	}
+	if (sv->solo) {
+		sv->t = &tr->t, sv->w = tr->w, sv->m = tr->m, sv->v = tr->v;
+		sv->dir = a->save;
+		sv->keep_last = a->keep_last;
+		if (rc == 0 && a->async_save) {
+			int64_t n = tr->t.total;
+			sv->cw = copy_range(tr->w, 0, n, &fail);
+			sv->cm = copy_range(tr->m, 0, n, &fail);
+			sv->cv = copy_range(tr->v, 0, n, &fail);
+			if (fail)
+				rc = mt_err_set(err, MT_EXIT_IO, "out of memory for the checkpoint's host copy");
+			sv->w = sv->cw, sv->m = sv->cm, sv->v = sv->cv;
+		}
+	} else {
+		struct mt_ckpt_part *pt = &sv->pt;
+		long tag = (long)getpid();
+		int bad;
+
+		memset(pt, 0, sizeof(*pt));
+		pt->t = &tr->t;
+		if (tr->have_dp) {
+			pt->p0 = tr->dp.pfirst[tr->d->dp_rank];
+			pt->p1 = tr->dp.pfirst[tr->d->dp_rank + 1];
+		} else {
+			pt->p0 = 0;
+			pt->p1 = tr->d->dp_rank == 0 ? tr->t.n : 0;
+		}
+		pt->w = tr->w, pt->m = tr->m, pt->v = tr->v;
+		pt->rank = tr->d->rank, pt->tp_rank = tr->d->tp_rank, pt->pp_rank = tr->d->pp_rank, pt->dp_rank = tr->d->dp_rank;
+		pt->world = tr->d->world, pt->tp = tr->d->tp, pt->pp = tr->d->pp, pt->dp = tr->d->dp;
+		snprintf(what, sizeof(what), "%s/iter_%07lld", a->save, (long long)tr->iteration);
+		if (rc == 0)
+			rc = mt_ckpt_part_check(pt, what, err);
+		/* rank 0 makes the temporary directory and names it to all */
+		if (tr->d->rank == 0 && mt_ckpt_tmpdir(sv->tmpdir, sizeof(sv->tmpdir), a->save, tr->iteration, tag, rc ? &sv->err : err))
+			tag = -1, rc = -1;
+		if (mt_dist_bcast(tr->d, &tag, sizeof(tag), 0, "the checkpoint's directory", rc ? &sv->err : err))
+			rc = -1;
+		/* every rank learns whether each can write before any starts */
+		bad = rc ? 1 : 0;
+		if (mt_dist_agree(tr->d, tr->iteration, bad, &all, rc ? &sv->err : err))
+			return -1;
+		if (rc || all || tag < 0) {
+			if (!rc)
+				rc = mt_err_set(err, MT_EXIT_IO, "%s: another rank cannot save the checkpoint of iteration %lld",
+						tr->d->where, (long long)tr->iteration);
+			if (tr->d->rank == 0 && tag >= 0)
+				mt_ckpt_abandon(sv->tmpdir);
+			saver_clear(sv);
+			return -1;
+		}
+		if (tr->d->rank != 0 &&
+		    (size_t)snprintf(sv->tmpdir, sizeof(sv->tmpdir), "%s/iter_%07lld.tmp.%ld", a->save, (long long)tr->iteration,
+				     tag) >= sizeof(sv->tmpdir))
+			return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", a->save);
+		if (a->async_save && pt->p1 > pt->p0) {
+			/* the host copy of what this rank owns, and nothing more */
+			int64_t lo = tr->t.p[pt->p0].offset, hi = pt->p1 < tr->t.n ? tr->t.p[pt->p1].offset : tr->t.total;
+			sv->cw = copy_range(tr->w, lo, hi, &fail);
+			sv->cm = copy_range(tr->m, lo, hi, &fail);
+			sv->cv = copy_range(tr->v, lo, hi, &fail);
+			pt->base = lo;
+			pt->w = sv->cw, pt->m = sv->cm, pt->v = sv->cv;
+			if (fail)
+				rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint's host copy", tr->d->where);
+		}
+	}
+	if (rc && sv->solo) {
+		saver_clear(sv);
+		return -1;
+	}
+	sv->pending = 1;
+	sv->threaded = 0;
+	if (rc) {
+		/* past the agreement: the others write, and all learn of it when finishing */
+		sv->failed = 1;
+		sv->err = *err;
+		sv->done = 1;
+	} else if (a->async_save && pthread_create(&sv->th, NULL, saver_run, sv) == 0) {
+		sv->threaded = 1;
+	} else {
+		saver_run(sv);
+	}
+	sv->blocked = mt_now() - sv->t0;
+	return a->async_save ? 0 : save_finish(tr, 1, err);
 }
 
 static int load(struct trainer *tr, struct mt_err *err)
@@ -410,6 +571,7 @@ static int load(struct trainer *tr, struct mt_err *err)
 	int64_t it;
 	struct mt_ckpt_loaded st;
 	struct mt_config c;
+	double t0 = mt_now();
 
 	if (mt_ckpt_resolve(tr->a->load, dir, sizeof(dir), &it, err))
 		return -1;
@@ -425,48 +587,28 @@ static int load(struct trainer *tr, struct mt_err *err)
 		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
 				  dir, c.num_layers, c.hidden_size, (long long)c.vocab_size);
 	}
-	/* every rank reads the whole file; with ZeRO each keeps its shard of the moments, so
-	 * a run resumes with any number of data-parallel ranks (dp.c's shard, or the device
-	 * backend's, which takes it from the whole buffers) */
-	int dpzero = tr->a->distributed_optimizer && tr->have_dp;
-	int direct = !tr->split && c.padded_vocab_size == tr->lcfg.padded_vocab_size;
-	if (!direct) {
-		/* the logical tensors of the checkpoint's own table (its vocabulary padded for
-		 * the layout that wrote it), then this rank's part of them: any layout reads any
-		 * checkpoint, padding rows one has and the other lacks dropped or zero */
-		struct mt_config cc = tr->lcfg;
-		struct mt_params ct;
-		float *lw = NULL, *lm = NULL, *lv = NULL;
-		int bad;
-		cc.padded_vocab_size = c.padded_vocab_size;
-		if (mt_params_build(&ct, &cc, err)) {
-			mt_ckpt_loaded_free(&st);
-			return mt_err_prefix(err, "checkpoint '%s'", dir);
-		}
-		lw = malloc((size_t)ct.total * sizeof(float));
-		lm = calloc((size_t)ct.total, sizeof(float));
-		lv = calloc((size_t)ct.total, sizeof(float));
-		bad = !lw || !lm || !lv;
-		if (bad)
-			mt_err_set(err, MT_EXIT_IO, "%s: out of memory loading '%s'", tr->d->where, dir);
-		else
-			bad = mt_ckpt_load(dir, &ct, lw, st.has_optimizer ? lm : NULL, st.has_optimizer ? lv : NULL, 0, err);
-		if (!bad) {
-			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lw, tr->w, 0);
-			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lm, tr->m, 0);
-			mt_params_slice(&tr->t, tr->d->tp_rank, &ct, lv, tr->v, 0);
-		}
-		free(lw), free(lm), free(lv);
-		mt_params_free(&ct);
-		if (bad) {
-			mt_ckpt_loaded_free(&st);
-			return -1;
-		}
+	/* every rank reads its slices of the logical tensors (of the checkpoint's own table:
+	 * its vocabulary padded for the layout that wrote it; padding rows one has and the
+	 * other lacks dropped or zero), so any layout reads any checkpoint; with ZeRO-1 the
+	 * moments of its own share only (dp.c's, or the device backend's, which takes it
+	 * from the whole buffers) */
+	int dpzero = tr->a->distributed_optimizer && tr->have_dp, m0 = 0, m1 = tr->t.n, bad;
+	struct mt_config cc = tr->lcfg;
+	struct mt_params ct;
+	cc.padded_vocab_size = c.padded_vocab_size;
+	if (mt_params_build(&ct, &cc, err)) {
+		mt_ckpt_loaded_free(&st);
+		return mt_err_prefix(err, "checkpoint '%s'", dir);
 	}
-	if ((direct &&
-	     mt_ckpt_load(dir, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL, 0, err)) ||
-	    tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !dpzero ? tr->m : NULL,
-				  st.has_optimizer && !dpzero ? tr->v : NULL, err)) {
+	if (dpzero) {
+		m0 = tr->dp.pfirst[tr->d->dp_rank];
+		m1 = tr->dp.pfirst[tr->d->dp_rank + 1];
+	}
+	bad = mt_ckpt_load_part(dir, &ct, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL,
+				m0, m1, 0, err);
+	mt_params_free(&ct);
+	if (bad || tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !dpzero ? tr->m : NULL,
+					 st.has_optimizer && !dpzero ? tr->v : NULL, err)) {
 		mt_ckpt_loaded_free(&st);
 		return -1;
 	}
@@ -482,8 +624,8 @@ static int load(struct trainer *tr, struct mt_err *err)
 	}
 	mt_ckpt_loaded_free(&st);
 	if (!tr->a->quiet)
-		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed)", dir, (long long)tr->iteration,
-			(long long)tr->consumed_train);
+		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed) in %.3f s", dir, (long long)tr->iteration,
+			(long long)tr->consumed_train, mt_now() - t0);
 	return 0;
 }
 
@@ -936,7 +1078,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				   (a->exit_interval > 0 && tr.iteration % a->exit_interval == 0);
 			int at_save = a->save && ((a->save_interval > 0 && tr.iteration % a->save_interval == 0) ||
 						  stop || tr.iteration == a->train_iters);
-			if (at_save && save(&tr, err))
+			/* an asynchronous save is committed at the first boundary all have finished */
+			if (save_finish(&tr, stop != 0, err) < 0 || (at_save && save(&tr, err)))
 				goto out;
 			if (stop) {
 				r->stopped_by_signal = sig == 2;
@@ -947,10 +1090,21 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			}
 		}
 	}
+	if (save_finish(&tr, 1, err) < 0)
+		goto out;
 	r->iteration = tr.iteration;
 	r->skipped = skipped;
 	rc = 0;
 out:
+	if (tr.sv) {
+		/* a failed run: the writer stops before the buffers go; no commit */
+		if (tr.sv->threaded)
+			pthread_join(tr.sv->th, NULL);
+		if (rc && tr.sv->pending && tr.d->rank == 0 && !tr.sv->solo)
+			mt_ckpt_abandon(tr.sv->tmpdir);
+		saver_clear(tr.sv);
+		free(tr.sv);
+	}
 	if (tr.json)
 		fclose(tr.json);
 	if (tr.have_plan)

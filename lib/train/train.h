@@ -33,6 +33,7 @@ struct mt_train_args {
 	double exit_duration_mins;      /* 0: none */
 	const char *save, *load;
 	int keep_last;
+	int async_save;                 /* --async-save: parts written by a thread while training goes on */
 	const char *log_json;           /* JSON lines file, or NULL */
 	uint64_t seed;
 	int mock_data;
