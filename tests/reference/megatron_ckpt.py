@@ -21,6 +21,8 @@ torch.load. Runs on Debian's /usr/bin/python3 (python3-torch 1.13, numpy, h5py).
       allows) and only the opcodes torch's weights_only unpickler runs; each rank's keys and
       shapes as Megatron's model at that TP x PP has them; the tensors, reassembled, equal
       mt's logical ones.
+  same CKPT_A CKPT_B [--optimizer]
+      Two mt checkpoints hold the same tensors, bit for bit.
   hostile DIR KIND
       Damage a checkpoint written by `write` (truncate, opcode, global, shape).
 """
@@ -524,6 +526,23 @@ def cmd_check_export(a):
     print("%d files, %d tensors: shapes per rank and values as expected" % (nfiles, len(rebuilt)))
 
 
+def cmd_same(a):
+    """Two mt checkpoints hold the same model tensors (and moments, when both have them), bit for bit."""
+    x, y = h5(a.a), h5(a.b)
+    groups = ["model"] + (["optimizer/exp_avg", "optimizer/exp_avg_sq"] if a.optimizer else [])
+    n = 0
+    for g in groups:
+        kx, ky = sorted(x[g].keys()), sorted(y[g].keys())
+        if kx != ky:
+            sys.exit("%s: tensors differ: %s" % (g, sorted(set(kx) ^ set(ky))))
+        for k in kx:
+            u, v = x[g][k][()], y[g][k][()]
+            if u.shape != v.shape or u.tobytes() != v.tobytes():
+                sys.exit("%s/%s differs (shapes %s %s)" % (g, k, u.shape, v.shape))
+            n += 1
+    print("%d tensors identical" % n)
+
+
 def cmd_hostile(a):
     """Damage rank 0's file of a checkpoint written by `write`."""
     import glob
@@ -532,6 +551,7 @@ def cmd_hostile(a):
     if a.kind == "truncate":
         open(path, "wb").write(raw[:len(raw) // 2])
         return
+    fake_megatron_enum()  # the fixture's args hold one
     sd = torch.load(path, map_location="cpu")
     if a.kind == "shape":
         k = [k for k in sd["model"] if k.endswith("linear_fc2.weight")][0]
@@ -539,8 +559,7 @@ def cmd_hostile(a):
         torch.save(sd, path)
         return
     if a.kind == "global":
-        sd["args"].evil = types.SimpleNamespace  # pickled as GLOBAL builtins / types: not in mt's list
-        sd["args"].evil = os.system
+        sd["args"].evil = os.system  # pickled as GLOBAL posix.system: not in mt's list
         torch.save(sd, path)
         return
     if a.kind == "opcode":
@@ -589,12 +608,16 @@ def main():
     e.add_argument("--tp", type=int, default=1)
     e.add_argument("--pp", type=int, default=1)
     e.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="fp32")
+    s = sub.add_parser("same")
+    s.add_argument("a")
+    s.add_argument("b")
+    s.add_argument("--optimizer", action="store_true")
     h = sub.add_parser("hostile")
     h.add_argument("dir")
     h.add_argument("kind", choices=["truncate", "opcode", "global", "shape"])
     a = ap.parse_args()
     {"write": cmd_write, "check-import": cmd_check_import, "check-export": cmd_check_export,
-     "hostile": cmd_hostile}[a.cmd](a)
+     "same": cmd_same, "hostile": cmd_hostile}[a.cmd](a)
 
 
 if __name__ == "__main__":
