@@ -13,8 +13,10 @@
  * Reading maps the file (mmap, read-only) and walks the central directory by direct
  * offsets: every member's data is then a pointer into the mapping, never copied, so a
  * storage of several GB costs no memory of its own and only the pages read are read.
- * (libarchive, measured on a 400 MB file, copies every byte through its buffers and reads
- * the archive start to end; docs/formats.md has the figures.) Everything is checked
+ * Measured against libarchive on a 419 MB file torch.save wrote (tests/helpers/
+ * torchzip-bench.c; docs/formats.md): libarchive's seekable ZIP reader, copying each member
+ * into a buffer, 0.445 s; direct offsets 0.067 s, 6.6x faster, with no buffer at all, so this
+ * is what mt uses. Everything is checked
  * against the file size before use: the end records, each central and local header, each
  * member's extent; only method 0 (stored) is accepted; CRC-32s are verified on request
  * (mt_tz_check_crc), as torch's own reader does. Errors name the file and the offset
