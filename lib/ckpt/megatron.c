@@ -1431,7 +1431,10 @@ static void write_args(struct mt_pkw *w, const struct mt_model *m, const struct 
 	ns_int(w, "max_position_embeddings", c->max_position_embeddings);
 	ns_str(w, "position_embedding_type", c->position_embedding_type == MT_POS_ROPE ? "rope" : "learned_absolute");
 	ns_bool(w, "add_position_embedding", c->position_embedding_type == MT_POS_LEARNED);
-	ns_real(w, "rotary_base", c->rotary_base);
+	if (c->rotary_base == (double)(int64_t)c->rotary_base)
+		ns_int(w, "rotary_base", (int64_t)c->rotary_base); /* Megatron's --rotary-base is an int */
+	else
+		ns_real(w, "rotary_base", c->rotary_base);
 	ns_real(w, "rotary_percent", 1.0);
 	ns_bool(w, "rotary_interleaved", 0);
 	ns_str(w, "normalization", c->normalization == MT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
