@@ -1,11 +1,12 @@
 /* mt-ckpt-reshard: what a checkpoint holds (inspect), Hugging Face export and import
- * (lib/ckpt/hfio.c), a checkpoint rewritten for another parallel layout or merged into one
- * file (lib/ckpt/reshard.c). */
+ * (lib/ckpt/hfio.c), Megatron-LM export and import (lib/ckpt/megatron.c), a checkpoint
+ * rewritten for another parallel layout or merged into one file (lib/ckpt/reshard.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "ckpt/ckpt.h"
 #include "ckpt/hfio.h"
+#include "ckpt/megatron.h"
 #include "base/log.h"
 #include "ckpt/model.h"
 #include "ckpt/reshard.h"
@@ -17,12 +18,16 @@ static const char *const synopsis[] = {
 	"import --format hf-gpt2|hf-llama [--iteration N] [--make-vocab-size-divisible-by N] [--seq-length N] HFDIR CKPT",
 	"--load CKPT --save DIR --target-tensor-parallel-size N --target-pipeline-parallel-size N",
 	"merge CKPT DIR",
+	"export --format megatron [--target-tensor-parallel-size N] [--target-pipeline-parallel-size N] "
+	"[--dtype fp32|bf16|fp16] CKPT OUTDIR",
+	"import --format megatron [--no-load-optim] [--vocab-size N] [--iteration N] [--check-crc] MEGATRON_DIR CKPT",
 	NULL,
 };
 
 static const struct mt_tool_info info = {
 	.name = "mt-ckpt-reshard",
-	.summary = "inspect checkpoints; export and import Hugging Face weights; change their parallel layout",
+	.summary = "inspect checkpoints; export and import Hugging Face weights and Megatron-LM checkpoints; change their "
+		   "parallel layout",
 	.synopsis = synopsis,
 	.description =
 		"inspect lists a checkpoint's tensors (logical name, shape, dtype) and what else it holds\n"
@@ -33,13 +38,18 @@ static const struct mt_tool_info info = {
 		"(hf-llama), then checks it: the written weights, read back, must give the checkpoint's\n"
 		"log-probabilities on a fixed prompt. import reads config.json and model.safetensors (or\n"
 		"its shards) and saves an mt checkpoint of iteration 0, weights only.\n"
+		"--format megatron reads and writes Megatron-LM's legacy checkpoints (--ckpt-format torch:\n"
+		"iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt) at any tensor x pipeline parallel size, the\n"
+		"optimizer state included on import; export writes the target sizes' shards for Megatron's\n"
+		"default (weights_only) loading.\n"
 		"--load/--save rewrites a checkpoint's files for another layout (one part per target rank,\n"
 		"holding the slices that rank reads); merge writes one self-contained model.h5. Both keep\n"
 		"the optimizer state and save DIR atomically (DIR/iter_N, DIR/latest)",
 	.doc = "docs/mt-ckpt-reshard.md",
 };
 
-enum { O_JSON = 256, O_FORMAT, O_NO_VERIFY, O_ITERATION, O_DIVISIBLE, O_SEQ, O_LOAD, O_SAVE, O_TTP, O_TPP };
+enum { O_JSON = 256, O_FORMAT, O_NO_VERIFY, O_ITERATION, O_DIVISIBLE, O_SEQ, O_LOAD, O_SAVE, O_TTP, O_TPP, O_DTYPE,
+       O_NO_OPTIM, O_VOCAB, O_CRC };
 
 static const struct mt_option layout_opts[] = {
 	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "CKPT", "the checkpoint to rewrite (directory, iter_N or model.h5)" },
@@ -119,12 +129,19 @@ static const struct mt_option inspect_opts[] = {
 };
 
 static const struct mt_option hf_opts[] = {
-	{ "format", 0, MT_ARG_REQUIRED, O_FORMAT, "FMT", "hf-gpt2 or hf-llama" },
+	{ "format", 0, MT_ARG_REQUIRED, O_FORMAT, "FMT", "hf-gpt2, hf-llama or megatron" },
 	{ "no-verify", 0, MT_ARG_NONE, O_NO_VERIFY, NULL, "export: skip the check of the written files" },
 	{ "iteration", 0, MT_ARG_REQUIRED, O_ITERATION, "N", "import: the checkpoint's iteration (0)" },
 	{ "make-vocab-size-divisible-by", 0, MT_ARG_REQUIRED, O_DIVISIBLE, "N",
 	  "import: pad the vocabulary to a multiple of N (128)" },
 	{ "seq-length", 0, MT_ARG_REQUIRED, O_SEQ, "N", "import: the model's --seq-length (max positions)" },
+	{ "target-tensor-parallel-size", 0, MT_ARG_REQUIRED, O_TTP, "N", "export megatron: tensor-parallel shards (1)" },
+	{ "target-pipeline-parallel-size", 0, MT_ARG_REQUIRED, O_TPP, "N", "export megatron: pipeline stages (1)" },
+	{ "dtype", 0, MT_ARG_REQUIRED, O_DTYPE, "T", "export megatron: fp32 (default), bf16 or fp16 tensors" },
+	{ "no-load-optim", 0, MT_ARG_NONE, O_NO_OPTIM, NULL, "import megatron: the weights only" },
+	{ "vocab-size", 0, MT_ARG_REQUIRED, O_VOCAB, "N",
+	  "import megatron: the tokenizer's vocabulary (default: args, else the padded size)" },
+	{ "check-crc", 0, MT_ARG_NONE, O_CRC, NULL, "import megatron: verify every ZIP member's CRC-32" },
 	{ 0 },
 };
 
@@ -153,13 +170,16 @@ static int inspect(int argc, char **argv)
 	return fflush(stdout) ? MT_EXIT_IO : 0;
 }
 
+static int megatron(const char *const pos[2], int export, int quiet, long long ttp, long long tpp, const char *dtype,
+		    int optim, long long vocab, long long iteration, int crc);
+
 static int hf(int argc, char **argv, int export)
 {
 	struct mt_opt o;
 	struct mt_err e = { 0 };
-	const char *pos[2] = { NULL, NULL }, *fmt = NULL;
-	int id, npos = 0, verify = 1, quiet = 0;
-	long long iteration = 0, divisible = 128, seq = 0;
+	const char *pos[2] = { NULL, NULL }, *fmt = NULL, *dtype = NULL, *meg_only = NULL;
+	int id, npos = 0, verify = 1, quiet = 0, optim = 1, crc = 0;
+	long long iteration = 0, divisible = 128, seq = 0, ttp = 1, tpp = 1, vocab = 0, it_given = -1;
 	enum mt_hf_format f;
 
 	if (mt_opt_init(&o, &info, hf_opts, argc, argv))
@@ -172,6 +192,7 @@ static int hf(int argc, char **argv, int export)
 		case O_ITERATION:
 			if (mt_opt_long(&o, 0, INT64_MAX, &iteration))
 				mt_die_usage(&o, "%s", o.err.msg);
+			it_given = iteration;
 			break;
 		case O_DIVISIBLE:
 			if (mt_opt_long(&o, 1, 1 << 20, &divisible))
@@ -181,6 +202,20 @@ static int hf(int argc, char **argv, int export)
 			if (mt_opt_long(&o, 1, INT32_MAX, &seq))
 				mt_die_usage(&o, "%s", o.err.msg);
 			break;
+		case O_TTP:
+		case O_TPP:
+			if (mt_opt_long(&o, 1, 4096, id == O_TTP ? &ttp : &tpp))
+				mt_die_usage(&o, "%s", o.err.msg);
+			meg_only = id == O_TTP ? "--target-tensor-parallel-size" : "--target-pipeline-parallel-size";
+			break;
+		case O_DTYPE: dtype = o.arg; meg_only = "--dtype"; break;
+		case O_NO_OPTIM: optim = 0; meg_only = "--no-load-optim"; break;
+		case O_CRC: crc = 1; meg_only = "--check-crc"; break;
+		case O_VOCAB:
+			if (mt_opt_long(&o, 1, INT64_MAX, &vocab))
+				mt_die_usage(&o, "%s", o.err.msg);
+			meg_only = "--vocab-size";
+			break;
 		case MT_OPT_ARG:
 			if (npos == 2)
 				mt_die_usage(&o, "unexpected argument '%s'", o.arg);
@@ -188,11 +223,31 @@ static int hf(int argc, char **argv, int export)
 			break;
 		}
 	}
+	if (fmt && !strcmp(fmt, "megatron")) {
+		int rc;
+		if (npos != 2)
+			mt_die_usage(&o, export ? "export needs CKPT and OUTDIR" : "import needs MEGATRON_DIR and CKPT");
+		if (!verify || divisible != 128 || seq)
+			mt_die_usage(&o, "--no-verify, --make-vocab-size-divisible-by and --seq-length are not options of "
+				     "--format megatron (the checkpoint's args say them)");
+		if (export && (!optim || vocab || crc || it_given >= 0))
+			mt_die_usage(&o, "export --format megatron takes --target-tensor-parallel-size, "
+				     "--target-pipeline-parallel-size and --dtype");
+		if (!export && (dtype || ttp != 1 || tpp != 1))
+			mt_die_usage(&o, "import --format megatron reads the checkpoint's own layout and dtype: "
+				     "--target-* and --dtype are export options");
+		quiet = o.quiet;
+		mt_opt_free(&o);
+		rc = megatron(pos, export, quiet, ttp, tpp, dtype, optim, vocab, it_given, crc);
+		return rc;
+	}
+	if (meg_only)
+		mt_die_usage(&o, "%s is an option of --format megatron", meg_only);
 	quiet = o.quiet;
 	if (!fmt)
-		mt_die_usage(&o, "%s needs --format hf-gpt2 or --format hf-llama", export ? "export" : "import");
+		mt_die_usage(&o, "%s needs --format hf-gpt2, hf-llama or megatron", export ? "export" : "import");
 	if (mt_hf_format_parse(fmt, &f))
-		mt_die_usage(&o, "--format: '%s' is not hf-gpt2 or hf-llama", fmt);
+		mt_die_usage(&o, "--format: '%s' is not hf-gpt2, hf-llama or megatron", fmt);
 	if (npos != 2)
 		mt_die_usage(&o, export ? "export needs CKPT and OUTDIR" : "import needs HFDIR and CKPT");
 	if (export) {
@@ -225,6 +280,47 @@ static int hf(int argc, char **argv, int export)
 		mt_hf_loaded_free(&l);
 	}
 	mt_opt_free(&o);
+	return 0;
+}
+
+static int megatron(const char *const pos[2], int export, int quiet, long long ttp, long long tpp, const char *dtype,
+		    int optim, long long vocab, long long iteration, int crc)
+{
+	struct mt_err e = { 0 };
+	struct mt_meg_report r;
+
+	if (export) {
+		struct mt_model m;
+		struct mt_meg_export_opts eo = { (int)ttp, (int)tpp, MT_PKD_F32 };
+		if (dtype && !strcmp(dtype, "bf16"))
+			eo.dtype = MT_PKD_BF16;
+		else if (dtype && !strcmp(dtype, "fp16"))
+			eo.dtype = MT_PKD_F16;
+		else if (dtype && strcmp(dtype, "fp32"))
+			mt_die(MT_EXIT_USAGE, "--dtype: '%s' is not fp32, bf16 or fp16", dtype);
+		if (mt_model_open(&m, pos[0], &e))
+			mt_die_err(&e);
+		if (mt_meg_export(&m, pos[1], &eo, &r, &e))
+			mt_die_err(&e);
+		if (!quiet)
+			mt_info("exported '%s' (iteration %lld) to %s as a Megatron-LM checkpoint: TP %d x PP %d, %d files, "
+				"%s, padded vocabulary %lld; load it in Megatron with --ckpt-format torch --no-load-optim "
+				"--no-load-rng", m.iterdir, (long long)m.iteration, pos[1], r.tp, r.pp, (int)r.files,
+				mt_pk_dtype_name(eo.dtype), (long long)r.cfg.padded_vocab_size);
+		mt_model_close(&m);
+		return 0;
+	}
+	{
+		struct mt_meg_import_opts io = { optim, vocab, crc, iteration };
+		if (mt_meg_import(pos[0], pos[1], &io, &r, &e))
+			mt_die_err(&e);
+		if (!quiet)
+			mt_info("imported %s (TP %d x PP %d%s, %lld files, %s names; %d layers, hidden %d, padded vocabulary "
+				"%lld) into %s at iteration %lld, %s", pos[0], r.tp, r.pp, r.vp > 1 ? " with virtual stages" : "",
+				(long long)r.files, r.legacy_names ? "legacy-model" : "megatron-core", r.cfg.num_layers,
+				r.cfg.hidden_size, (long long)r.cfg.padded_vocab_size, pos[1], (long long)r.iteration,
+				r.optimizer ? "with the optimizer state (fp32 master weights, Adam moments)" : "weights only");
+	}
 	return 0;
 }
 

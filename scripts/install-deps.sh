@@ -12,6 +12,7 @@ PACKAGES=(
   libhdf5-dev          # checkpoints
   mpich libmpich-dev   # process bootstrap, CPU collectives
   libarchive-dev       # compressed and archived input
+  zlib1g-dev           # CRC-32 of the ZIP members of Megatron-LM checkpoints (torch.save files)
   libopenblas-openmp-dev   # CPU matmuls (the OpenMP build: the trainer's loops use OpenMP)
   libjansson-dev       # JSON lines
   nettle-dev           # MD5 of Megatron's index-cache descriptions

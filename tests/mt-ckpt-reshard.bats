@@ -200,7 +200,7 @@ c["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}; json.du
 	run -2 --separate-stderr mt-ckpt-reshard export "$F/gpt2" out
 	[[ $stderr == *"export needs --format"* ]]
 	run -2 --separate-stderr mt-ckpt-reshard export --format hf-t5 "$F/gpt2" out
-	[[ $stderr == *"'hf-t5' is not hf-gpt2 or hf-llama"* ]]
+	[[ $stderr == *"'hf-t5' is not hf-gpt2, hf-llama or megatron"* ]]
 }
 
 @test "import of bad input: missing, corrupt, incomplete, mis-shaped, extra tensors, unsupported config" {

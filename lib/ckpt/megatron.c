@@ -1,0 +1,1738 @@
+/* megatron.c: Megatron-LM legacy checkpoints <-> mt checkpoints (megatron.h). */
+#include "ckpt/megatron.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/atomic.h"
+#include "base/files.h"
+#include "ckpt/torchzip.h"
+
+/* ---- element conversion ---- */
+
+static float bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+	float f;
+
+	if (e == 0) {
+		if (m == 0) {
+			u = s;
+		} else { /* subnormal: normalize */
+			e = 127 - 15 + 1;
+			while (!(m & 0x400)) {
+				m <<= 1;
+				e--;
+			}
+			m &= 0x3ff;
+			u = s | e << 23 | m << 13;
+		}
+	} else if (e == 31) {
+		u = s | 0x7f800000u | m << 13;
+	} else {
+		u = s | (e + 127 - 15) << 23 | m << 13;
+	}
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* round to nearest even, as torch's .to(torch.bfloat16) */
+static uint16_t f32_to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+	u += 0x7fffu + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+/* IEEE binary16, round to nearest even (subnormals, overflow to infinity) */
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t u, s, a;
+
+	memcpy(&u, &f, 4);
+	s = (u >> 16) & 0x8000u;
+	a = u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return (uint16_t)(s | 0x7e00u);
+	if (a >= 0x477ff000u) /* rounds to 65520 or above: infinity */
+		return (uint16_t)(s | 0x7c00u);
+	if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
+		float x;
+		memcpy(&x, &a, 4);
+		/* the value in units of 2^-24, rounded to nearest even by the FPU */
+		return (uint16_t)(s | (uint32_t)nearbyintf(x * 16777216.0f));
+	}
+	{
+		uint32_t e = ((a >> 23) - 127 + 15), m = a & 0x7fffffu, h = e << 10 | m >> 13, rest = m & 0x1fffu;
+		if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
+			h++;
+		return (uint16_t)(s | h);
+	}
+}
+
+static double elem(const unsigned char *p, enum mt_pk_dtype d)
+{
+	switch (d) {
+	case MT_PKD_F32: { float f; memcpy(&f, p, 4); return f; }
+	case MT_PKD_F64: { double x; memcpy(&x, p, 8); return x; }
+	case MT_PKD_F16: return f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+	case MT_PKD_BF16: return bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
+	case MT_PKD_I64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
+	case MT_PKD_I32: { int32_t x; memcpy(&x, p, 4); return x; }
+	default: return 0;
+	}
+}
+
+/* ---- a rank's file ---- */
+
+struct rankfile {
+	char path[PATH_MAX];
+	struct mt_tz z;
+	struct mt_pk_arena *arena;
+	struct mt_pk *root;
+};
+
+static void rank_close(struct rankfile *f)
+{
+	mt_tz_close(&f->z);
+	mt_pk_arena_free(f->arena);
+	f->arena = NULL;
+	f->root = NULL;
+}
+
+static int rank_open(struct rankfile *f, const char *path, int crc, struct mt_err *err)
+{
+	const struct mt_tz_entry *e;
+	char where[PATH_MAX + 32];
+
+	memset(f, 0, sizeof(*f));
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	if (mt_tz_open(&f->z, path, err))
+		return -1;
+	if (crc)
+		for (int i = 0; i < f->z.n; i++)
+			if (mt_tz_check_crc(&f->z, &f->z.e[i], err)) {
+				rank_close(f);
+				return -1;
+			}
+	e = mt_tz_find(&f->z, "data.pkl");
+	if (!e) {
+		mt_err_set(err, MT_EXIT_DATA, "'%s': no %sdata.pkl in the archive: not a torch.save file", path, f->z.prefix);
+		rank_close(f);
+		return -1;
+	}
+	snprintf(where, sizeof(where), "'%s' data.pkl", path);
+	if (mt_pk_parse(e->data, e->size, where, &f->arena, &f->root, err)) {
+		rank_close(f);
+		return -1;
+	}
+	if (f->root->kind != MT_PK_DICT) {
+		mt_err_set(err, MT_EXIT_DATA, "'%s': the saved object is not a dict: not a Megatron checkpoint", path);
+		rank_close(f);
+		return -1;
+	}
+	return 0;
+}
+
+/* A tensor's elements, C order, as fp32 (n must be its element count). */
+static int tensor_f32(const struct rankfile *f, const struct mt_pk *t, const char *name, float *out, struct mt_err *err)
+{
+	const struct mt_pk *st = t->storage;
+	size_t es = mt_pk_dtype_size(t->dtype);
+	char key[300];
+	const struct mt_tz_entry *e;
+	int64_t n = mt_pk_numel(t), idx[MT_PK_MAX_DIMS] = { 0 };
+	int contiguous = 1;
+
+	if (t->dtype != MT_PKD_F32 && t->dtype != MT_PKD_F16 && t->dtype != MT_PKD_BF16 && t->dtype != MT_PKD_F64)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': tensor '%s' is %s, not a floating-point type", f->path, name,
+				  mt_pk_dtype_name(t->dtype));
+	snprintf(key, sizeof(key), "data/%s", st->s);
+	e = mt_tz_find(&f->z, key);
+	if (!e)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': tensor '%s': its storage '%s%s' is missing from the archive",
+				  f->path, name, f->z.prefix, key);
+	if (e->size != (uint64_t)st->i * es)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': tensor '%s': storage '%s%s' holds %llu bytes, the pickle says "
+				  "%lld %s elements", f->path, name, f->z.prefix, key, (unsigned long long)e->size,
+				  (long long)st->i, mt_pk_dtype_name(st->dtype));
+	{
+		int64_t s = 1;
+		for (int i = t->ndim - 1; i >= 0; i--) {
+			if (t->size[i] != 1 && t->stride[i] != s)
+				contiguous = 0;
+			s *= t->size[i];
+		}
+	}
+	if (contiguous) {
+		const unsigned char *p = e->data + (size_t)t->offset * es;
+		if (t->dtype == MT_PKD_F32)
+			memcpy(out, p, (size_t)n * 4);
+		else
+			for (int64_t i = 0; i < n; i++)
+				out[i] = (float)elem(p + (size_t)i * es, t->dtype);
+		return 0;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		int64_t off = t->offset;
+		for (int d = 0; d < t->ndim; d++)
+			off += idx[d] * t->stride[d];
+		out[i] = (float)elem(e->data + (size_t)off * es, t->dtype);
+		for (int d = t->ndim - 1; d >= 0; d--) {
+			if (++idx[d] < t->size[d])
+				break;
+			idx[d] = 0;
+		}
+	}
+	return 0;
+}
+
+/* A number that may be a 0-d or 1-element tensor (Adam's step) */
+static int scalar_of(const struct rankfile *f, const struct mt_pk *v, double *x, struct mt_err *err)
+{
+	if (!v)
+		return -1;
+	if (v->kind == MT_PK_TENSOR && mt_pk_numel(v) == 1) {
+		if (v->dtype == MT_PKD_I64 || v->dtype == MT_PKD_I32) {
+			char key[300];
+			const struct mt_tz_entry *e;
+			snprintf(key, sizeof(key), "data/%s", v->storage->s);
+			e = mt_tz_find(&f->z, key);
+			if (!e || e->size < (uint64_t)(v->offset + 1) * mt_pk_dtype_size(v->dtype))
+				return mt_err_set(err, MT_EXIT_DATA, "'%s': a step counter's storage is missing", f->path);
+			*x = elem(e->data + (size_t)v->offset * mt_pk_dtype_size(v->dtype), v->dtype);
+			return 0;
+		}
+		float y;
+		if (tensor_f32(f, v, "step", &y, err))
+			return -1;
+		*x = y;
+		return 0;
+	}
+	return mt_pk_as_double(v, x);
+}
+
+/* ---- names ---- */
+
+enum { N_PARAM, N_TIED, N_SKIP };
+
+static const struct {
+	const char *prefix;
+	enum mt_param_kind w, b;
+} layer_names[] = {
+	{ "input_layernorm.", MT_P_LN1_W, MT_P_LN1_B },
+	{ "input_norm.", MT_P_LN1_W, MT_P_LN1_B },
+	{ "self_attention.linear_qkv.layer_norm_", MT_P_LN1_W, MT_P_LN1_B }, /* Transformer Engine */
+	{ "self_attention.linear_qkv.", MT_P_QKV_W, MT_P_QKV_B },
+	{ "self_attention.query_key_value.", MT_P_QKV_W, MT_P_QKV_B },
+	{ "attention.query_key_value.", MT_P_QKV_W, MT_P_QKV_B },
+	{ "self_attention.linear_proj.", MT_P_PROJ_W, MT_P_PROJ_B },
+	{ "self_attention.dense.", MT_P_PROJ_W, MT_P_PROJ_B },
+	{ "attention.dense.", MT_P_PROJ_W, MT_P_PROJ_B },
+	{ "pre_mlp_layernorm.", MT_P_LN2_W, MT_P_LN2_B },
+	{ "post_attention_norm.", MT_P_LN2_W, MT_P_LN2_B },
+	{ "post_attention_layernorm.", MT_P_LN2_W, MT_P_LN2_B },
+	{ "mlp.linear_fc1.layer_norm_", MT_P_LN2_W, MT_P_LN2_B },            /* Transformer Engine */
+	{ "mlp.linear_fc1.", MT_P_FC1_W, MT_P_FC1_B },
+	{ "mlp.dense_h_to_4h.", MT_P_FC1_W, MT_P_FC1_B },
+	{ "mlp.linear_fc2.", MT_P_FC2_W, MT_P_FC2_B },
+	{ "mlp.dense_4h_to_h.", MT_P_FC2_W, MT_P_FC2_B },
+};
+
+static int ends_with(const char *s, const char *x)
+{
+	size_t n = strlen(s), m = strlen(x);
+
+	return n >= m && !strcmp(s + n - m, x);
+}
+
+static int wb_kind(const char *rest, enum mt_param_kind w, enum mt_param_kind b, int *kind)
+{
+	if (!strcmp(rest, "weight"))
+		*kind = (int)w;
+	else if (!strcmp(rest, "bias"))
+		*kind = (int)b;
+	else
+		return -1;
+	return 0;
+}
+
+/* What a (flattened) state-dict name is: N_PARAM with its kind and chunk-local layer (-1
+ * outside layers), N_TIED (the last stage's copy of a tied embedding), N_SKIP (extra
+ * state, buffers); -1 for a name that holds something mt does not know. *legacy is set for
+ * the legacy model's names. */
+static int map_name(const char *name, int untied, int *kind, int *layer, int *legacy)
+{
+	const char *s = name;
+
+	*layer = -1;
+	if (ends_with(name, "._extra_state") || !strcmp(name, "_extra_state") || strstr(name, "rotary_pos_emb.inv_freq") ||
+	    ends_with(name, ".inv_freq"))
+		return N_SKIP;
+	if (!strcmp(name, "word_embeddings_for_head.weight")) {
+		*legacy = 1;
+		return N_TIED;
+	}
+	if (!strncmp(s, "language_model.", 15)) {
+		*legacy = 1;
+		s += 15;
+		if (!strncmp(s, "encoder.", 8) || !strncmp(s, "transformer.", 12)) {
+			s = strchr(s, '.') + 1;
+			if (!strncmp(s, "final_norm.", 11) && !wb_kind(s + 11, MT_P_FINAL_W, MT_P_FINAL_B, kind))
+				return N_PARAM;
+			if (!strncmp(s, "final_layernorm.", 16) && !wb_kind(s + 16, MT_P_FINAL_W, MT_P_FINAL_B, kind))
+				return N_PARAM;
+			goto layers;
+		}
+		if (!strcmp(s, "embedding.word_embeddings.weight")) {
+			*kind = MT_P_WORD_EMB;
+			return N_PARAM;
+		}
+		if (!strcmp(s, "embedding.position_embeddings.weight")) {
+			*kind = MT_P_POS_EMB;
+			return N_PARAM;
+		}
+		if (!strcmp(s, "output_layer.weight")) {
+			*kind = MT_P_OUTPUT;
+			return N_PARAM;
+		}
+		return -1;
+	}
+	if (!strcmp(s, "embedding.word_embeddings.weight")) {
+		*kind = MT_P_WORD_EMB;
+		return N_PARAM;
+	}
+	if (!strcmp(s, "embedding.position_embeddings.weight")) {
+		*kind = MT_P_POS_EMB;
+		return N_PARAM;
+	}
+	if (!strcmp(s, "output_layer.weight")) {
+		*kind = MT_P_OUTPUT;
+		return untied ? N_PARAM : N_TIED;
+	}
+	if (!strncmp(s, "decoder.final_layernorm.", 24) && !wb_kind(s + 24, MT_P_FINAL_W, MT_P_FINAL_B, kind))
+		return N_PARAM;
+	if (!strncmp(s, "decoder.", 8)) {
+		s += 8;
+		goto layers;
+	}
+	return -1;
+layers:
+	if (strncmp(s, "layers.", 7))
+		return -1;
+	{
+		char *end;
+		long i = strtol(s + 7, &end, 10);
+		if (end == s + 7 || *end != '.' || i < 0 || i > 1000000)
+			return -1;
+		*layer = (int)i;
+		s = end + 1;
+	}
+	for (size_t k = 0; k < sizeof(layer_names) / sizeof(layer_names[0]); k++) {
+		size_t n = strlen(layer_names[k].prefix);
+		if (!strncmp(s, layer_names[k].prefix, n) && !wb_kind(s + n, layer_names[k].w, layer_names[k].b, kind))
+			return N_PARAM;
+	}
+	return -1;
+}
+
+/* Flatten a (nested) state dict: (dotted name, value) in order. */
+struct flat {
+	char **names;
+	const struct mt_pk **vals;
+	int n, cap;
+};
+
+static void flat_free(struct flat *fl)
+{
+	for (int i = 0; i < fl->n; i++)
+		free(fl->names[i]);
+	free(fl->names);
+	free(fl->vals);
+	memset(fl, 0, sizeof(*fl));
+}
+
+static int flatten(const struct mt_pk *d, const char *prefix, struct flat *fl, const char *path, struct mt_err *err)
+{
+	for (int i = 0; i < d->n; i++) {
+		const struct mt_pk *k = d->items[2 * i], *v = d->items[2 * i + 1];
+		char *name;
+		if (k->kind != MT_PK_STR)
+			return mt_err_set(err, MT_EXIT_DATA, "'%s': the model's state dict has a key that is not a string "
+					  "(under '%s')", path, prefix);
+		if (asprintf(&name, "%s%s%s", prefix, *prefix ? "." : "", k->s) < 0)
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		if (v->kind == MT_PK_DICT) {
+			int rc = flatten(v, name, fl, path, err);
+			free(name);
+			if (rc)
+				return -1;
+			continue;
+		}
+		if (fl->n == fl->cap) {
+			int cap = fl->cap ? 2 * fl->cap : 64;
+			char **a = realloc(fl->names, (size_t)cap * sizeof(*a));
+			const struct mt_pk **b;
+			if (a)
+				fl->names = a;
+			b = realloc(fl->vals, (size_t)cap * sizeof(*b));
+			if (!a || !b) {
+				free(name);
+				return mt_err_set(err, MT_EXIT_IO, "out of memory");
+			}
+			fl->vals = b;
+			fl->cap = cap;
+		}
+		fl->names[fl->n] = name;
+		fl->vals[fl->n++] = v;
+	}
+	return 0;
+}
+
+/* ---- tensor-parallel shards of a logical parameter ---- */
+
+/* The shape of rank t's shard of p among T (p a whole-model row: shape is global);
+ * -1 when the split does not divide. */
+static int shard_shape(const struct mt_param *p, int T, int64_t *r, int64_t *c)
+{
+	*r = p->shape[0];
+	*c = p->shape[1];
+	switch (p->split) {
+	case MT_SPLIT_NONE:
+		return 0;
+	case MT_SPLIT_COLUMN:
+	case MT_SPLIT_VOCAB:
+		if (*r % T)
+			return -1;
+		*r /= T;
+		return 0;
+	case MT_SPLIT_COLUMN_HALVES:
+		if (*r % (2 * T))
+			return -1;
+		*r /= T;
+		return 0;
+	case MT_SPLIT_ROW:
+		if (*c % T)
+			return -1;
+		*c /= T;
+		return 0;
+	}
+	return 0;
+}
+
+/* Copy rank t's shard between the logical tensor (at lg: p's global shape) and sh. Rows of
+ * a vocabulary split beyond the logical tensor's rows (Megatron's padding past mt's) are
+ * skipped to_logical, and filled with the copy row `fill_row` (>= 0) from it. */
+static void shard_copy(const struct mt_param *p, int T, int t, float *lg, float *sh, int to_logical, int64_t grows,
+		       int64_t fill_row)
+{
+	int64_t R = p->shape[0], C = p->shape[1], r, c;
+
+	shard_shape(p, T, &r, &c);
+	switch (p->split) {
+	case MT_SPLIT_NONE:
+		if (to_logical)
+			memcpy(lg, sh, (size_t)(R * C) * sizeof(float));
+		else
+			memcpy(sh, lg, (size_t)(R * C) * sizeof(float));
+		return;
+	case MT_SPLIT_COLUMN:
+	case MT_SPLIT_VOCAB:
+		/* grows: the rows of the Megatron-side tensor (its padded vocabulary) */
+		for (int64_t i = 0; i < r; i++) {
+			int64_t g = (int64_t)t * r + i;
+			if (g >= R) {
+				if (!to_logical)
+					memcpy(sh + i * C, lg + (fill_row >= 0 ? fill_row : R - 1) * C, (size_t)C * sizeof(float));
+				continue;
+			}
+			if (to_logical)
+				memcpy(lg + g * C, sh + i * C, (size_t)C * sizeof(float));
+			else
+				memcpy(sh + i * C, lg + g * C, (size_t)C * sizeof(float));
+		}
+		(void)grows;
+		return;
+	case MT_SPLIT_COLUMN_HALVES: {
+		int64_t half = R / 2, n = r / 2;
+		for (int k = 0; k < 2; k++) {
+			float *l = lg + (k * half + (int64_t)t * n) * C, *s = sh + k * n * C;
+			if (to_logical)
+				memcpy(l, s, (size_t)(n * C) * sizeof(float));
+			else
+				memcpy(s, l, (size_t)(n * C) * sizeof(float));
+		}
+		return;
+	}
+	case MT_SPLIT_ROW:
+		for (int64_t i = 0; i < R; i++) {
+			float *l = lg + i * C + (int64_t)t * c, *s = sh + i * c;
+			if (to_logical)
+				memcpy(l, s, (size_t)c * sizeof(float));
+			else
+				memcpy(s, l, (size_t)c * sizeof(float));
+		}
+		return;
+	}
+}
+
+/* ---- args ---- */
+
+static struct mt_pk *arg(const struct mt_pk *ns, const char *name)
+{
+	struct mt_pk *v = mt_pk_attr(ns, name);
+
+	return v && v->kind != MT_PK_NONE ? v : NULL;
+}
+
+static int arg_int(const struct mt_pk *ns, const char *name, int64_t def, int64_t *out, const char *path,
+		   struct mt_err *err)
+{
+	struct mt_pk *v = arg(ns, name);
+
+	if (!v) {
+		if (def == INT64_MIN)
+			return mt_err_set(err, MT_EXIT_DATA, "'%s': args.%s is missing", path, name);
+		*out = def;
+		return 0;
+	}
+	if (mt_pk_as_int(v, out))
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': args.%s is not an integer", path, name);
+	return 0;
+}
+
+static int arg_bool(const struct mt_pk *ns, const char *name, int def)
+{
+	struct mt_pk *v = arg(ns, name);
+	int64_t x;
+
+	return v && !mt_pk_as_int(v, &x) ? x != 0 : def;
+}
+
+static double arg_real(const struct mt_pk *ns, const char *name, double def)
+{
+	struct mt_pk *v = arg(ns, name);
+	double x;
+
+	return v && !mt_pk_as_double(v, &x) ? x : def;
+}
+
+static const char *arg_str(const struct mt_pk *ns, const char *name)
+{
+	struct mt_pk *v = arg(ns, name);
+
+	return v && v->kind == MT_PK_STR ? v->s : NULL;
+}
+
+/* mt's config and the pipeline split from Megatron's args. */
+static int config_from_args(const struct mt_pk *ns, const char *path, const struct mt_meg_import_opts *o,
+			    struct mt_config *c, struct mt_pp_split *sp, int *tp, struct mt_err *err)
+{
+	int64_t L, h, heads, ffn, kv, groups = 0, seq, maxpos, padded, div, vocab, t, p, vp, first, last, experts;
+	const char *pos, *norm;
+
+	memset(c, 0, sizeof(*c));
+	memset(sp, 0, sizeof(*sp));
+	if (!ns || ns->kind != MT_PK_OBJECT || strcmp(ns->s, "argparse.Namespace") || !ns->state)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': no args (an argparse.Namespace) in the checkpoint: mt needs "
+				  "Megatron's arguments to know the model", path);
+	if (arg_int(ns, "num_layers", INT64_MIN, &L, path, err) || arg_int(ns, "hidden_size", INT64_MIN, &h, path, err) ||
+	    arg_int(ns, "num_attention_heads", INT64_MIN, &heads, path, err) ||
+	    arg_int(ns, "ffn_hidden_size", 0, &ffn, path, err) || arg_int(ns, "kv_channels", 0, &kv, path, err) ||
+	    arg_int(ns, "seq_length", INT64_MIN, &seq, path, err) ||
+	    arg_int(ns, "max_position_embeddings", seq, &maxpos, path, err) ||
+	    arg_int(ns, "padded_vocab_size", INT64_MIN, &padded, path, err) ||
+	    arg_int(ns, "make_vocab_size_divisible_by", 128, &div, path, err) ||
+	    arg_int(ns, "vocab_size", 0, &vocab, path, err) ||
+	    arg_int(ns, "tensor_model_parallel_size", 1, &t, path, err) ||
+	    arg_int(ns, "pipeline_model_parallel_size", 1, &p, path, err) ||
+	    arg_int(ns, "virtual_pipeline_model_parallel_size", 1, &vp, path, err) ||
+	    arg_int(ns, "decoder_first_pipeline_num_layers", 0, &first, path, err) ||
+	    arg_int(ns, "decoder_last_pipeline_num_layers", 0, &last, path, err) ||
+	    arg_int(ns, "num_experts", 0, &experts, path, err))
+		return -1;
+	if (arg_bool(ns, "group_query_attention", 0) && arg_int(ns, "num_query_groups", heads, &groups, path, err))
+		return -1;
+	if (L <= 0 || h <= 0 || heads <= 0 || seq <= 0 || padded <= 0 || t <= 0 || p <= 0 || vp <= 0 || L > INT32_MAX ||
+	    h > INT32_MAX || heads > INT32_MAX || ffn > INT32_MAX || kv > INT32_MAX || seq > INT32_MAX ||
+	    maxpos > INT32_MAX || t > 4096 || p > 4096 || vp > 4096 || div <= 0 || div > INT32_MAX)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': args hold sizes out of range (num_layers %lld, hidden_size %lld, "
+				  "num_attention_heads %lld, padded_vocab_size %lld, TP %lld, PP %lld)", path, (long long)L,
+				  (long long)h, (long long)heads, (long long)padded, (long long)t, (long long)p);
+#define REFUSE(cond, ...) \
+	do { if (cond) return mt_err_set(err, MT_EXIT_USAGE, __VA_ARGS__); } while (0)
+	REFUSE(experts > 0, "'%s': a mixture-of-experts model (args.num_experts %lld) is not supported", path,
+	       (long long)experts);
+	REFUSE(arg_bool(ns, "qk_layernorm", 0), "'%s': --qk-layernorm is not supported", path);
+	REFUSE(arg_bool(ns, "squared_relu", 0), "'%s': --squared-relu is not supported", path);
+	REFUSE(arg_bool(ns, "apply_residual_connection_post_layernorm", 0),
+	       "'%s': --apply-residual-connection-post-layernorm is not supported", path);
+	REFUSE(arg_bool(ns, "rotary_interleaved", 0), "'%s': --rotary-interleaved is not supported", path);
+	REFUSE(arg_bool(ns, "use_rope_scaling", 0), "'%s': --use-rope-scaling is not supported", path);
+	REFUSE(arg_real(ns, "rotary_percent", 1.0) != 1.0, "'%s': --rotary-percent %g is not supported (1.0 only)", path,
+	       arg_real(ns, "rotary_percent", 1.0));
+	REFUSE(arg_bool(ns, "standalone_embedding_stage", 0), "'%s': --standalone-embedding-stage is not supported", path);
+	REFUSE(arg_bool(ns, "account_for_embedding_in_pipeline_split", 0) ||
+	       arg_bool(ns, "account_for_loss_in_pipeline_split", 0),
+	       "'%s': --account-for-embedding/loss-in-pipeline-split is not supported", path);
+	pos = arg_str(ns, "position_embedding_type");
+	if (!pos)
+		pos = arg_bool(ns, "use_rotary_position_embeddings", 0) ? "rope" : "learned_absolute";
+	REFUSE(strcmp(pos, "learned_absolute") && strcmp(pos, "rope"),
+	       "'%s': --position-embedding-type %s is not supported (learned_absolute or rope)", path, pos);
+	norm = arg_str(ns, "normalization");
+	if (!norm)
+		norm = "LayerNorm";
+	REFUSE(strcmp(norm, "LayerNorm") && strcmp(norm, "RMSNorm"), "'%s': --normalization %s is not supported", path,
+	       norm);
+	c->add_bias_linear = arg_bool(ns, "add_bias_linear", 1);
+	REFUSE(!c->add_bias_linear && arg_bool(ns, "add_qkv_bias", 0),
+	       "'%s': --add-qkv-bias without linear biases is not supported (mt has one switch, --disable-bias-linear)",
+	       path);
+#undef REFUSE
+	c->num_layers = (int)L;
+	c->hidden_size = (int)h;
+	c->num_attention_heads = (int)heads;
+	c->num_query_groups = (int)groups;
+	c->kv_channels = (int)kv;
+	c->ffn_hidden_size = (int)ffn;
+	c->seq_length = (int)seq;
+	c->max_position_embeddings = (int)maxpos;
+	c->make_vocab_size_divisible_by = (int)div;
+	c->padded_vocab_size = padded;
+	if (o->vocab_size > 0)
+		vocab = o->vocab_size;
+	else if (vocab > 0 && arg_str(ns, "tokenizer_type") && !strcmp(arg_str(ns, "tokenizer_type"), "NullTokenizer"))
+		vocab += 1; /* ids below N and the end-of-document id N */
+	c->vocab_size = vocab > 0 ? vocab : padded;
+	if (c->vocab_size > padded)
+		return mt_err_set(err, MT_EXIT_USAGE, "'%s': the vocabulary %lld is larger than args.padded_vocab_size %lld",
+				  path, (long long)c->vocab_size, (long long)padded);
+	c->position_embedding_type = !strcmp(pos, "rope") ? MT_POS_ROPE : MT_POS_LEARNED;
+	c->rotary_base = arg_real(ns, "rotary_base", 10000);
+	c->normalization = !strcmp(norm, "RMSNorm") ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
+	c->norm_epsilon = arg_real(ns, "norm_epsilon", arg_real(ns, "layernorm_epsilon", 1e-5));
+	c->swiglu = arg_bool(ns, "swiglu", 0);
+	c->untie_embeddings_and_output_weights = arg_bool(ns, "untie_embeddings_and_output_weights", 0);
+	c->init_method_std = arg_real(ns, "init_method_std", 0.02);
+	mt_config_defaults(c);
+	if (mt_config_validate(c, err))
+		return mt_err_prefix(err, "'%s': args", path);
+	sp->size = (int)p;
+	sp->vp = (int)vp;
+	sp->first = (int)first;
+	sp->last = (int)last;
+	if (mt_pp_split_check(c, sp, err))
+		return mt_err_prefix(err, "'%s': args", path);
+	*tp = (int)t;
+	return 0;
+}
+
+/* ---- import ---- */
+
+struct oparam {
+	const struct mt_param *p;   /* NULL for a tied copy */
+	const char *name;
+	int ndim, nodecay;
+	int64_t r, c;
+};
+
+struct import {
+	const struct mt_meg_import_opts *o;
+	struct mt_config cfg;
+	struct mt_params tab;
+	int T, P;
+	struct mt_pp_split sp;
+	float *w, *m, *v;
+	unsigned char *have, *have_opt;   /* [param][tp rank] */
+	int optimizer;                    /* -1 unknown yet, 0 none, 1 present */
+	int64_t step;
+	int legacy;
+	int64_t tensors;
+	float *buf;                       /* one shard */
+	int64_t bufn;
+};
+
+static int grow_buf(struct import *im, int64_t n, struct mt_err *err)
+{
+	if (n <= im->bufn)
+		return 0;
+	free(im->buf);
+	im->buf = malloc((size_t)n * sizeof(float));
+	im->bufn = im->buf ? n : 0;
+	return im->buf ? 0 : mt_err_set(err, MT_EXIT_IO, "out of memory");
+}
+
+static void shape_str(char *s, size_t n, const struct mt_pk *t)
+{
+	size_t k = (size_t)snprintf(s, n, "[");
+	for (int i = 0; i < t->ndim && k < n; i++)
+		k += (size_t)snprintf(s + k, n - k, "%s%lld", i ? ", " : "", (long long)t->size[i]);
+	if (k < n)
+		snprintf(s + k, n - k, "]");
+}
+
+/* x, a tensor of file f, is rank t's shard of p: check its shape; copy it into dst
+ * (a logical buffer) unless it is a replica of a rank other than 0. */
+static int take(struct import *im, const struct rankfile *f, const char *name, const struct mt_pk *x,
+		const struct mt_param *p, int t, float *dst, struct mt_err *err)
+{
+	int64_t r, c;
+
+	if (!x || x->kind != MT_PK_TENSOR)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' is not a tensor", f->path, name);
+	if (shard_shape(p, im->T, &r, &c))
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': tensor '%s' of %lld x %lld does not split into %d tensor-parallel "
+				  "shards as args say", f->path, name, (long long)p->shape[0], (long long)p->shape[1], im->T);
+	if (!((p->ndim == 1 && x->ndim == 1 && x->size[0] == r) ||
+	      (p->ndim == 2 && x->ndim == 2 && x->size[0] == r && x->size[1] == c))) {
+		char got[128];
+		shape_str(got, sizeof(got), x);
+		if (p->ndim == 2)
+			return mt_err_set(err, MT_EXIT_DATA, "'%s': tensor '%s' has shape %s; args (TP %d) say [%lld, %lld] "
+					  "(mt's %s)", f->path, name, got, im->T, (long long)r, (long long)c, p->name);
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': tensor '%s' has shape %s; args (TP %d) say [%lld] (mt's %s)",
+				  f->path, name, got, im->T, (long long)r, p->name);
+	}
+	if (p->split == MT_SPLIT_NONE && t != 0)
+		return 0;
+	if (grow_buf(im, r * c, err) || tensor_f32(f, x, name, im->buf, err))
+		return -1;
+	shard_copy(p, im->T, t, dst + p->offset, im->buf, 1, 0, -1);
+	return 0;
+}
+
+static int group_class(const struct mt_pk *g)
+{
+	double x;
+
+	if (!mt_pk_as_double(mt_pk_get(g, "wd_mult"), &x))
+		return x == 0;
+	if (!mt_pk_as_double(mt_pk_get(g, "weight_decay"), &x) && x == 0)
+		return -1; /* zero decay: the no-decay group, or a run without weight decay */
+	if (!mt_pk_as_double(mt_pk_get(g, "weight_decay"), &x))
+		return 0;
+	return -1;
+}
+
+/* Megatron's non-distributed optimizer state of one file: Adam's state_dict (params
+ * numbered group by group) and, for bf16/fp16 params, the fp32 masters group by group.
+ * Its groups follow _get_param_groups: parameters in the model's order, split into
+ * weight decay and no weight decay (biases and 1-D tensors). */
+static int import_optimizer(struct import *im, const struct rankfile *f, const struct mt_pk *opt,
+			    const struct oparam *op, int nop, int t, struct mt_err *err)
+{
+	const struct mt_pk *adam = opt, *masters = mt_pk_get(opt, "fp32_from_fp16_params"), *groups, *state;
+	int *order = NULL, rc = -1, ng, cls[2] = { -1, -1 }, nd = 0, nn = 0;
+
+	if (masters)
+		adam = mt_pk_get(opt, "optimizer");
+	groups = mt_pk_get(adam, "param_groups");
+	state = mt_pk_get(adam, "state");
+	if (!groups || groups->kind != MT_PK_LIST || !state || state->kind != MT_PK_DICT) {
+		if (mt_pk_get(opt, "param_state_sharding_type") || (adam && !state))
+			return mt_err_set(err, MT_EXIT_DATA, "'%s': the optimizer state is the distributed optimizer's, in "
+					  "distrib_optim.pt, which is missing or not read: import with --no-load-optim for the "
+					  "weights only", f->path);
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': the optimizer state is not Megatron's Adam state_dict "
+				  "(param_groups, state): import with --no-load-optim for the weights only", f->path);
+	}
+	if (masters && (masters->kind != MT_PK_LIST || masters->n != groups->n))
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': fp32_from_fp16_params does not hold one list a parameter group",
+				  f->path);
+	ng = groups->n;
+	for (int i = 0; i < nop; i++)
+		op[i].nodecay ? nn++ : nd++;
+	order = malloc((size_t)(nop ? nop : 1) * sizeof(int));
+	if (!order)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (ng == 1) {
+		for (int i = 0; i < nop; i++)
+			order[i] = i;
+	} else if (ng == 2) {
+		int first_nodecay;
+		for (int g = 0; g < 2; g++)
+			cls[g] = group_class(groups->items[g]);
+		if (cls[0] >= 0 && cls[1] >= 0 && cls[0] != cls[1])
+			first_nodecay = cls[0];
+		else {
+			int n0 = groups->items[0]->kind == MT_PK_DICT && mt_pk_get(groups->items[0], "params") ?
+				 mt_pk_get(groups->items[0], "params")->n : -1;
+			first_nodecay = n0 == nd ? 0 : n0 == nn ? 1 : 0;
+		}
+		int k = 0;
+		for (int pass = 0; pass < 2; pass++) {
+			int want_nodecay = pass == 0 ? first_nodecay : !first_nodecay;
+			for (int i = 0; i < nop; i++)
+				if (op[i].nodecay == want_nodecay)
+					order[k++] = i;
+		}
+	} else {
+		mt_err_set(err, MT_EXIT_DATA, "'%s': %d optimizer parameter groups; mt reads Megatron's default grouping "
+			   "(weight decay, no weight decay): import with --no-load-optim for the weights only", f->path, ng);
+		goto out;
+	}
+	{
+		int k = 0;
+		for (int g = 0; g < ng; g++) {
+			const struct mt_pk *grp = groups->items[g], *ids = mt_pk_get(grp, "params"),
+					   *mg = masters ? masters->items[g] : NULL;
+			if (!ids || ids->kind != MT_PK_LIST || (mg && (mg->kind != MT_PK_LIST || mg->n != ids->n))) {
+				mt_err_set(err, MT_EXIT_DATA, "'%s': optimizer parameter group %d is malformed", f->path, g);
+				goto out;
+			}
+			if (k + ids->n > nop) {
+				mt_err_set(err, MT_EXIT_DATA, "'%s': the optimizer holds more parameters than the model (%d)",
+					   f->path, nop);
+				goto out;
+			}
+			for (int j = 0; j < ids->n; j++, k++) {
+				const struct oparam *q = &op[order[k]];
+				const struct mt_pk *st, *ea, *es;
+				int64_t id;
+				char what[256];
+				if (mt_pk_as_int(ids->items[j], &id) || !(st = mt_pk_get_int(state, id))) {
+					mt_err_set(err, MT_EXIT_DATA, "'%s': no Adam state for parameter %d of group %d ('%s')",
+						   f->path, j, g, q->name);
+					goto out;
+				}
+				ea = mt_pk_get(st, "exp_avg");
+				es = mt_pk_get(st, "exp_avg_sq");
+				if (im->step < 0) {
+					double x;
+					const struct mt_pk *s = mt_pk_get(st, "step");
+					if (!s)
+						s = mt_pk_get(grp, "step");
+					if (scalar_of(f, s, &x, err) || x < 0) {
+						mt_err_set(err, MT_EXIT_DATA, "'%s': no Adam step count for '%s'", f->path, q->name);
+						goto out;
+					}
+					im->step = (int64_t)x;
+				}
+				if (!q->p)
+					continue; /* the tied copy: the first stage's state counts */
+				snprintf(what, sizeof(what), "exp_avg of %s", q->name);
+				if (take(im, f, what, ea, q->p, t, im->m, err))
+					goto out;
+				snprintf(what, sizeof(what), "exp_avg_sq of %s", q->name);
+				if (take(im, f, what, es, q->p, t, im->v, err))
+					goto out;
+				if (mg) {
+					snprintf(what, sizeof(what), "fp32_from_fp16_params of %s", q->name);
+					if (take(im, f, what, mg->items[j], q->p, t, im->w, err))
+						goto out;
+				}
+				im->have_opt[(q->p - im->tab.p) * im->T + t] = 1;
+			}
+		}
+		if (k != nop) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': the optimizer holds %d parameters, the model %d", f->path, k, nop);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(order);
+	return rc;
+}
+
+static int import_file(struct import *im, const char *path, int t, int pp, struct mt_err *err)
+{
+	struct rankfile f;
+	struct flat fl = { 0 };
+	struct oparam *op = NULL;
+	int nop = 0, rc = -1, nchunks = 0;
+	const struct mt_pk *opt;
+
+	if (rank_open(&f, path, im->o->check_crc, err))
+		return -1;
+	/* the model chunks: "model", or "model0", "model1"... with virtual stages */
+	if (mt_pk_get(f.root, "model"))
+		nchunks = 1;
+	else
+		while (1) {
+			char k[32];
+			snprintf(k, sizeof(k), "model%d", nchunks);
+			if (!mt_pk_get(f.root, k))
+				break;
+			nchunks++;
+		}
+	if (nchunks == 0) {
+		mt_err_set(err, MT_EXIT_DATA, "'%s': no 'model' in the checkpoint", path);
+		goto out;
+	}
+	if (nchunks != im->sp.vp) {
+		mt_err_set(err, MT_EXIT_DATA, "'%s': %d model chunks, args say %d virtual stages", path, nchunks, im->sp.vp);
+		goto out;
+	}
+	for (int c = 0; c < nchunks; c++) {
+		char k[32];
+		const struct mt_pk *model;
+		int lo, hi, start = fl.n;
+		snprintf(k, sizeof(k), nchunks == 1 && mt_pk_get(f.root, "model") ? "model" : "model%d", c);
+		model = mt_pk_get(f.root, k);
+		if (model->kind != MT_PK_DICT) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' is not a state dict", path, k);
+			goto out;
+		}
+		if (flatten(model, "", &fl, path, err))
+			goto out;
+		mt_pp_split_layers(&im->cfg, &im->sp, pp, c, &lo, &hi);
+		for (int i = start; i < fl.n; i++) {
+			int kind = 0, layer, legacy = 0, what = map_name(fl.names[i], im->cfg.untie_embeddings_and_output_weights,
+									 &kind, &layer, &legacy);
+			const struct mt_param *p;
+			struct oparam *q;
+			if (legacy)
+				im->legacy = 1;
+			if (what < 0) {
+				if (strstr(fl.names[i], "q_layernorm") || strstr(fl.names[i], "k_layernorm"))
+					mt_err_set(err, MT_EXIT_USAGE, "'%s': '%s': --qk-layernorm is not supported", path, fl.names[i]);
+				else if (strstr(fl.names[i], "experts") || strstr(fl.names[i], "router"))
+					mt_err_set(err, MT_EXIT_USAGE, "'%s': '%s': mixture-of-experts layers are not supported", path,
+						   fl.names[i]);
+				else
+					mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' in %s is not a tensor of a GPT model mt knows", path,
+						   fl.names[i], k);
+				goto out;
+			}
+			if (what == N_SKIP)
+				continue;
+			if (fl.vals[i]->kind != MT_PK_TENSOR) {
+				mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' is not a tensor", path, fl.names[i]);
+				goto out;
+			}
+			if (layer >= 0) {
+				if (layer >= hi - lo) {
+					mt_err_set(err, MT_EXIT_DATA, "'%s': '%s': layer %d, but this stage holds %d layers (args)",
+						   path, fl.names[i], layer, hi - lo);
+					goto out;
+				}
+				layer += lo;
+			}
+			p = what == N_TIED ? mt_params_get(&im->tab, -1, MT_P_WORD_EMB) : mt_params_get(&im->tab, layer, kind);
+			if (!p) {
+				mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' has no place in the model args describe (no such "
+					   "parameter with this configuration)", path, fl.names[i]);
+				goto out;
+			}
+			if (what == N_PARAM) {
+				unsigned char *h = &im->have[(p - im->tab.p) * im->T + t];
+				if (*h) {
+					mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' (mt's %s) appears twice", path, fl.names[i], p->name);
+					goto out;
+				}
+				if (take(im, &f, fl.names[i], fl.vals[i], p, t, im->w, err))
+					goto out;
+				*h = 1;
+				im->tensors++;
+			} else {
+				/* the tied copy: shaped as the embedding's shard, values the first stage's */
+				int64_t r, cc;
+				const struct mt_pk *x = fl.vals[i];
+				shard_shape(p, im->T, &r, &cc);
+				if (x->ndim != 2 || x->size[0] != r || x->size[1] != cc) {
+					char got[128];
+					shape_str(got, sizeof(got), x);
+					mt_err_set(err, MT_EXIT_DATA, "'%s': the tied output copy '%s' has shape %s; args (TP %d) say "
+						   "[%lld, %lld]", path, fl.names[i], got, im->T, (long long)r, (long long)cc);
+					goto out;
+				}
+			}
+			q = realloc(op, (size_t)(nop + 1) * sizeof(*op));
+			if (!q) {
+				mt_err_set(err, MT_EXIT_IO, "out of memory");
+				goto out;
+			}
+			op = q;
+			op[nop].p = what == N_TIED ? NULL : p;
+			op[nop].name = fl.names[i];
+			op[nop].ndim = fl.vals[i]->ndim;
+			op[nop].nodecay = ends_with(fl.names[i], ".bias") || fl.vals[i]->ndim == 1;
+			nop++;
+		}
+	}
+	opt = mt_pk_get(f.root, "optimizer");
+	if (opt && opt->kind == MT_PK_NONE)
+		opt = NULL;
+	if (im->o->optimizer) {
+		if (im->optimizer < 0)
+			im->optimizer = opt != NULL;
+		else if (im->optimizer != (opt != NULL)) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': %s optimizer state where rank 0's file %s: the checkpoint is "
+				   "inconsistent (import with --no-load-optim for the weights only)", path, opt ? "holds" : "lacks",
+				   opt ? "has none" : "has it");
+			goto out;
+		}
+		if (opt && (!im->m && !(im->m = calloc((size_t)im->tab.total, sizeof(float))))) {
+			mt_err_set(err, MT_EXIT_IO, "out of memory");
+			goto out;
+		}
+		if (opt && (!im->v && !(im->v = calloc((size_t)im->tab.total, sizeof(float))))) {
+			mt_err_set(err, MT_EXIT_IO, "out of memory");
+			goto out;
+		}
+		if (opt && import_optimizer(im, &f, opt, op, nop, t, err))
+			goto out;
+	}
+	rc = 0;
+out:
+	free(op);
+	flat_free(&fl);
+	rank_close(&f);
+	return rc;
+}
+
+/* The iteration directory of a Megatron save directory, or the path itself. */
+static int resolve(const char *src, char *out, size_t n, int64_t *iteration, struct mt_err *err)
+{
+	char *tracker = mt_path_join(src, MT_CKPT_MEGATRON_TRACKER), *text = NULL;
+	struct stat st;
+
+	if (!tracker)
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	*iteration = -1;
+	if (stat(tracker, &st) == 0) {
+		char *end;
+		long long it;
+		if (mt_file_read(tracker, &text, NULL, err)) {
+			free(tracker);
+			return -1;
+		}
+		while (*text && (text[strlen(text) - 1] == '\n' || text[strlen(text) - 1] == ' '))
+			text[strlen(text) - 1] = 0;
+		if (!strcmp(text, "release")) {
+			snprintf(out, n, "%s/release", src);
+			*iteration = 0;
+		} else {
+			it = strtoll(text, &end, 10);
+			if (end == text || *end || it < 0) {
+				mt_err_set(err, MT_EXIT_DATA, "'%s': \"%s\" is neither an iteration nor \"release\"", tracker, text);
+				free(text);
+				free(tracker);
+				return -1;
+			}
+			snprintf(out, n, "%s/iter_%07lld", src, it);
+			*iteration = it;
+		}
+		free(text);
+		free(tracker);
+		return 0;
+	}
+	free(tracker);
+	snprintf(out, n, "%s", src);
+	{
+		const char *b = strrchr(src, '/');
+		b = b && b[1] ? b + 1 : src;
+		if (!strncmp(b, "iter_", 5))
+			*iteration = strtoll(b + 5, NULL, 10);
+		else if (!strcmp(b, "release"))
+			*iteration = 0;
+	}
+	return 0;
+}
+
+/* The rank folders: TP and PP from their names, every one present. */
+static int scan_ranks(const char *dir, int *T, int *P, struct mt_err *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int maxt = -1, maxp = -1, n = 0, with_pp = -1;
+
+	if (!d)
+		return mt_err_errno(err, errno == ENOENT ? MT_EXIT_IO : MT_EXIT_IO, "cannot open '%s' (a Megatron checkpoint "
+				    "directory or one of its iter_N directories)", dir);
+	while ((e = readdir(d))) {
+		int t, p = 0, k = 0, x = 0;
+		if (strncmp(e->d_name, "mp_rank_", 8))
+			continue;
+		if (sscanf(e->d_name, "mp_rank_%2d_%3d_%3d%n", &t, &p, &x, &k) == 3 && !e->d_name[k]) {
+			closedir(d);
+			return mt_err_set(err, MT_EXIT_USAGE, "'%s/%s': expert-parallel folders are not supported", dir,
+					  e->d_name);
+		}
+		k = 0;
+		if (sscanf(e->d_name, "mp_rank_%2d_%3d%n", &t, &p, &k) == 2 && k == 14 && !e->d_name[k]) {
+			if (with_pp == 0)
+				goto mixed;
+			with_pp = 1;
+		} else if (k = 0, sscanf(e->d_name, "mp_rank_%2d%n", &t, &k) == 1 && k == 10 && !e->d_name[k]) {
+			if (with_pp == 1)
+				goto mixed;
+			with_pp = 0;
+			p = 0;
+		} else {
+			continue;
+		}
+		if (t > maxt)
+			maxt = t;
+		if (p > maxp)
+			maxp = p;
+		n++;
+	}
+	closedir(d);
+	if (n == 0)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': no mp_rank_* folders: not a Megatron checkpoint in the torch "
+				  "format (Megatron's torch_dist format, with .distcp files, is not read: convert it with "
+				  "Megatron's --ckpt-convert-format torch)", dir);
+	*T = maxt + 1;
+	*P = maxp + 1;
+	if (n != *T * *P)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': %d mp_rank_* folders where TP %d x PP %d need %d: the checkpoint is "
+				  "incomplete", dir, n, *T, *P, *T * *P);
+	return 0;
+mixed:
+	closedir(d);
+	return mt_err_set(err, MT_EXIT_DATA, "'%s': mp_rank_TT and mp_rank_TT_PPP folders side by side", dir);
+}
+
+static void rank_path(char *out, size_t n, const char *dir, int t, int p, int P, const char *file)
+{
+	if (P == 1)
+		snprintf(out, n, "%s/mp_rank_%02d/%s", dir, t, file);
+	else
+		snprintf(out, n, "%s/mp_rank_%02d_%03d/%s", dir, t, p, file);
+}
+
+static char *train_args(const struct mt_pk *ns, const char *src, const struct mt_meg_report *r, int64_t ckv)
+{
+	json_t *ta = json_object(), *from = json_object();
+	const char *tt = arg_str(ns, "tokenizer_type");
+	char abs[PATH_MAX];
+	char *s;
+
+	if (!realpath(src, abs))
+		snprintf(abs, sizeof(abs), "%s", src);
+	json_object_set_new(ta, "argv", json_array());
+	json_object_set_new(from, "path", json_string(abs));
+	json_object_set_new(from, "format", json_string("megatron"));
+	json_object_set_new(from, "tensor_model_parallel_size", json_integer(r->tp));
+	json_object_set_new(from, "pipeline_model_parallel_size", json_integer(r->pp));
+	json_object_set_new(from, "virtual_pipeline_model_parallel_size", json_integer(r->vp));
+	json_object_set_new(from, "iteration", json_integer(r->iteration));
+	json_object_set_new(from, "checkpoint_version", json_real((double)ckv / 10));
+	json_object_set_new(from, "names", json_string(r->legacy_names ? "legacy" : "megatron-core"));
+	json_object_set_new(from, "optimizer", json_boolean(r->optimizer));
+	json_object_set_new(from, "vocab_size", json_integer(r->cfg.vocab_size));
+	json_object_set_new(from, "padded_vocab_size", json_integer(r->cfg.padded_vocab_size));
+	if (tt)
+		json_object_set_new(from, "tokenizer_type", json_string(tt));
+	json_object_set_new(ta, "imported_from", from);
+	{
+		int64_t mbs, gbs;
+		struct mt_err e = { 0 };
+		if (!arg_int(ns, "micro_batch_size", 0, &mbs, "", &e) && mbs > 0)
+			json_object_set_new(ta, "micro_batch_size", json_integer(mbs));
+		if (!arg_int(ns, "global_batch_size", 0, &gbs, "", &e) && gbs > 0)
+			json_object_set_new(ta, "global_batch_size", json_integer(gbs));
+	}
+	/* the tokenizer, where its files are on this machine, so that mt-eval and
+	 * mt-generate default to it (model.h) */
+	if (tt) {
+		const char *vf = arg_str(ns, "vocab_file"), *mf = arg_str(ns, "merge_file"), *tm = arg_str(ns, "tokenizer_model");
+		int ok = (!vf || access(vf, R_OK) == 0) && (!mf || access(mf, R_OK) == 0) && (!tm || access(tm, R_OK) == 0);
+		if (ok) {
+			json_t *tk = json_object();
+			json_object_set_new(tk, "type", json_string(tt));
+			if (vf)
+				json_object_set_new(tk, "vocab_file", json_string(vf));
+			if (mf)
+				json_object_set_new(tk, "merge_file", json_string(mf));
+			if (tm)
+				json_object_set_new(tk, "tokenizer_model", json_string(tm));
+			json_object_set_new(ta, "tokenizer", tk);
+		}
+	}
+	s = json_dumps(ta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(ta);
+	return s;
+}
+
+int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_import_opts *o, struct mt_meg_report *r,
+		  struct mt_err *err)
+{
+	struct import im;
+	char dir[PATH_MAX], path[PATH_MAX + 64];
+	struct rankfile f0;
+	int rc = -1, have_f0 = 0, tp_args = 0;
+	int64_t it = -1, ckv = 0, consumed_t = 0, consumed_v = 0;
+	char *cfg = NULL, *args = NULL;
+
+	memset(&im, 0, sizeof(im));
+	memset(r, 0, sizeof(*r));
+	im.o = o;
+	im.optimizer = -1;
+	im.step = -1;
+	{
+		int64_t latest = -1;
+		if (mt_ckpt_latest(ckptdir, &latest, err))
+			return -1;
+		if (latest >= 0)
+			return mt_err_set(err, MT_EXIT_USAGE, "'%s' already holds checkpoints (latest: iteration %lld): import "
+					  "into a new directory", ckptdir, (long long)latest);
+	}
+	if (resolve(src, dir, sizeof(dir), &it, err) || scan_ranks(dir, &im.T, &im.P, err))
+		return -1;
+	rank_path(path, sizeof(path), dir, 0, 0, im.P, "model_optim_rng.pt");
+	if (rank_open(&f0, path, 0, err))
+		return -1;
+	have_f0 = 1;
+	if (config_from_args(mt_pk_get(f0.root, "args"), path, o, &im.cfg, &im.sp, &tp_args, err))
+		goto out;
+	if (tp_args != im.T || im.sp.size != im.P) {
+		mt_err_set(err, MT_EXIT_DATA, "'%s': args say TP %d x PP %d, the folders TP %d x PP %d", dir, tp_args,
+			   im.sp.size, im.T, im.P);
+		goto out;
+	}
+	{
+		const struct mt_pk *v = mt_pk_get(f0.root, "checkpoint_version");
+		double x = 0;
+		if (v && !mt_pk_as_double(v, &x) && x < 2.0) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': checkpoint_version %g: files older than 2.0 lay the QKV out "
+				   "otherwise; load and save them once with Megatron-LM first", path, x);
+			goto out;
+		}
+		ckv = (int64_t)(x * 10 + 0.5);
+		v = mt_pk_get(f0.root, "iteration");
+		{
+			int64_t saved;
+			if (v && !mt_pk_as_int(v, &saved) && saved >= 0)
+				it = saved;
+		}
+		if (it < 0)
+			it = 0;
+		if (o->iteration >= 0)
+			it = o->iteration;
+	}
+	{
+		const struct mt_pk *ns = mt_pk_get(f0.root, "args");
+		struct mt_err e = { 0 };
+		arg_int(ns, "consumed_train_samples", 0, &consumed_t, path, &e);
+		arg_int(ns, "consumed_valid_samples", 0, &consumed_v, path, &e);
+	}
+	if (mt_params_build(&im.tab, &im.cfg, err)) {
+		mt_err_prefix(err, "'%s': args", path);
+		goto out;
+	}
+	im.w = malloc((size_t)im.tab.total * sizeof(float));
+	im.have = calloc((size_t)im.tab.n * (size_t)im.T, 1);
+	im.have_opt = calloc((size_t)im.tab.n * (size_t)im.T, 1);
+	if (!im.w || !im.have || !im.have_opt) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory for the %lld weights", (long long)im.tab.total);
+		goto out;
+	}
+	r->tp = im.T;
+	r->pp = im.P;
+	r->vp = im.sp.vp;
+	r->iteration = it;
+	r->cfg = im.cfg;
+	for (int p = 0; p < im.P; p++)
+		for (int t = 0; t < im.T; t++) {
+			char dopt[PATH_MAX + 64];
+			rank_path(path, sizeof(path), dir, t, p, im.P, "model_optim_rng.pt");
+			rank_path(dopt, sizeof(dopt), dir, t, p, im.P, "distrib_optim.pt");
+			if (o->optimizer && access(dopt, F_OK) == 0) {
+				mt_err_set(err, MT_EXIT_DATA, "'%s': the distributed optimizer's state is not read yet: import "
+					   "with --no-load-optim for the weights only", dopt);
+				goto out;
+			}
+			if (import_file(&im, path, t, p, err))
+				goto out;
+			r->files++;
+		}
+	/* every parameter from every tensor-parallel rank */
+	for (int i = 0; i < im.tab.n; i++)
+		for (int t = 0; t < im.T; t++) {
+			if (!im.have[i * im.T + t]) {
+				const struct mt_param *p = &im.tab.p[i];
+				int stage = 0;
+				for (int s = 0; s < im.P; s++)
+					for (int c = 0; c < im.sp.vp; c++) {
+						int lo, hi;
+						mt_pp_split_layers(&im.cfg, &im.sp, s, c, &lo, &hi);
+						if (p->layer >= lo && p->layer < hi)
+							stage = s;
+					}
+				if (p->layer < 0)
+					stage = p->kind == MT_P_WORD_EMB || p->kind == MT_P_POS_EMB ? 0 : im.P - 1;
+				rank_path(path, sizeof(path), dir, t, stage, im.P, "model_optim_rng.pt");
+				mt_err_set(err, MT_EXIT_DATA, "'%s': no tensor for mt's %s: the checkpoint lacks a weight that args "
+					   "say the model has", path, p->name);
+				goto out;
+			}
+			if (im.optimizer == 1 && !im.have_opt[i * im.T + t]) {
+				rank_path(path, sizeof(path), dir, t, 0, im.P, "model_optim_rng.pt");
+				mt_err_set(err, MT_EXIT_DATA, "'%s' (or its stage's file): no optimizer state for %s", path,
+					   im.tab.p[i].name);
+				goto out;
+			}
+		}
+	r->optimizer = im.optimizer == 1;
+	r->legacy_names = im.legacy;
+	r->tensors = im.tensors;
+	cfg = mt_config_to_json(&im.cfg);
+	args = train_args(mt_pk_get(f0.root, "args"), src, r, ckv);
+	if (!cfg || !args) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	{
+		struct mt_ckpt_state st = { .iteration = it,
+					    .consumed_train_samples = consumed_t,
+					    .consumed_valid_samples = consumed_v,
+					    .optimizer_step = r->optimizer ? (im.step > 0 ? im.step : 0) : 0,
+					    .config_json = cfg,
+					    .train_args_json = args };
+		if (mt_ckpt_save(ckptdir, &im.tab, im.w, r->optimizer ? im.m : NULL, r->optimizer ? im.v : NULL, &st, 0,
+				 err))
+			goto out;
+	}
+	rc = 0;
+out:
+	if (have_f0)
+		rank_close(&f0);
+	mt_params_free(&im.tab);
+	free(im.w);
+	free(im.m);
+	free(im.v);
+	free(im.have);
+	free(im.have_opt);
+	free(im.buf);
+	free(cfg);
+	free(args);
+	return rc;
+}
+
+/* ---- export ---- */
+
+struct entry {
+	char name[160];
+	const struct mt_param *p;   /* NULL: an _extra_state (None) */
+};
+
+/* Megatron-core's state dict of stage `stage` (local layers), in its modules' order. */
+static int stage_entries(const struct mt_config *c, const struct mt_params *tab, int P, int stage, struct entry **out,
+			 int *n)
+{
+	struct mt_pp_split sp = { P, 1, 0, 0 };
+	int lo, hi, cap = 64, k = 0, first = stage == 0, last = stage == P - 1;
+	struct entry *e = malloc((size_t)cap * sizeof(*e));
+	static const struct {
+		const char *name;
+		enum mt_param_kind kind;
+		int extra_after;
+	} layer[] = {
+		{ "input_layernorm.weight", MT_P_LN1_W, 0 },           { "input_layernorm.bias", MT_P_LN1_B, 0 },
+		{ "self_attention.linear_proj.weight", MT_P_PROJ_W, 0 }, { "self_attention.linear_proj.bias", MT_P_PROJ_B, 0 },
+		{ "self_attention.linear_proj._extra_state", MT_P_NKINDS, 1 },
+		{ "self_attention.linear_qkv.weight", MT_P_QKV_W, 0 }, { "self_attention.linear_qkv.bias", MT_P_QKV_B, 0 },
+		{ "self_attention.linear_qkv._extra_state", MT_P_NKINDS, 1 },
+		{ "pre_mlp_layernorm.weight", MT_P_LN2_W, 0 },         { "pre_mlp_layernorm.bias", MT_P_LN2_B, 0 },
+		{ "mlp.linear_fc1.weight", MT_P_FC1_W, 0 },            { "mlp.linear_fc1.bias", MT_P_FC1_B, 0 },
+		{ "mlp.linear_fc1._extra_state", MT_P_NKINDS, 1 },
+		{ "mlp.linear_fc2.weight", MT_P_FC2_W, 0 },            { "mlp.linear_fc2.bias", MT_P_FC2_B, 0 },
+		{ "mlp.linear_fc2._extra_state", MT_P_NKINDS, 1 },
+	};
+
+	if (!e)
+		return -1;
+#define ADD(P_, ...) \
+	do { \
+		if (k == cap) { \
+			struct entry *x_ = realloc(e, (size_t)(cap *= 2) * sizeof(*e)); \
+			if (!x_) { free(e); return -1; } \
+			e = x_; \
+		} \
+		snprintf(e[k].name, sizeof(e[k].name), __VA_ARGS__); \
+		e[k++].p = (P_); \
+	} while (0)
+	if (first) {
+		ADD(mt_params_get(tab, -1, MT_P_WORD_EMB), "embedding.word_embeddings.weight");
+		if (mt_params_get(tab, -1, MT_P_POS_EMB))
+			ADD(mt_params_get(tab, -1, MT_P_POS_EMB), "embedding.position_embeddings.weight");
+	}
+	mt_pp_split_layers(c, &sp, stage, 0, &lo, &hi);
+	for (int l = lo; l < hi; l++)
+		for (size_t j = 0; j < sizeof(layer) / sizeof(layer[0]); j++) {
+			if (layer[j].extra_after) {
+				ADD(NULL, "decoder.layers.%d.%s", l - lo, layer[j].name);
+				continue;
+			}
+			if (mt_params_get(tab, l, layer[j].kind))
+				ADD(mt_params_get(tab, l, layer[j].kind), "decoder.layers.%d.%s", l - lo, layer[j].name);
+		}
+	if (last) {
+		ADD(mt_params_get(tab, -1, MT_P_FINAL_W), "decoder.final_layernorm.weight");
+		if (mt_params_get(tab, -1, MT_P_FINAL_B))
+			ADD(mt_params_get(tab, -1, MT_P_FINAL_B), "decoder.final_layernorm.bias");
+		if (c->untie_embeddings_and_output_weights)
+			ADD(mt_params_get(tab, -1, MT_P_OUTPUT), "output_layer.weight");
+		else if (!first)
+			ADD(mt_params_get(tab, -1, MT_P_WORD_EMB), "output_layer.weight"); /* the tied copy */
+		ADD(NULL, "output_layer._extra_state");
+	}
+#undef ADD
+	*out = e;
+	*n = k;
+	return 0;
+}
+
+static void ns_int(struct mt_pkw *w, const char *k, int64_t v) { mt_pkw_str(w, k); mt_pkw_int(w, v); }
+static void ns_bool(struct mt_pkw *w, const char *k, int v) { mt_pkw_str(w, k); mt_pkw_bool(w, v); }
+static void ns_real(struct mt_pkw *w, const char *k, double v) { mt_pkw_str(w, k); mt_pkw_float(w, v); }
+static void ns_str(struct mt_pkw *w, const char *k, const char *v)
+{
+	mt_pkw_str(w, k);
+	if (v)
+		mt_pkw_str(w, v);
+	else
+		mt_pkw_none(w);
+}
+static void ns_none(struct mt_pkw *w, const char *k) { mt_pkw_str(w, k); mt_pkw_none(w); }
+
+/* args: Megatron's names, plain values only */
+static void write_args(struct mt_pkw *w, const struct mt_model *m, const struct mt_meg_export_opts *o, int64_t padded,
+		       int rank)
+{
+	const struct mt_config *c = &m->cfg;
+
+	mt_pkw_namespace_begin(w);
+	ns_int(w, "num_layers", c->num_layers);
+	ns_int(w, "hidden_size", c->hidden_size);
+	ns_int(w, "ffn_hidden_size", c->ffn_hidden_size);
+	ns_int(w, "num_attention_heads", c->num_attention_heads);
+	ns_int(w, "kv_channels", c->kv_channels);
+	ns_bool(w, "group_query_attention", c->num_query_groups != c->num_attention_heads);
+	ns_int(w, "num_query_groups", c->num_query_groups != c->num_attention_heads ? c->num_query_groups : 1);
+	ns_int(w, "seq_length", c->seq_length);
+	ns_int(w, "max_position_embeddings", c->max_position_embeddings);
+	ns_str(w, "position_embedding_type", c->position_embedding_type == MT_POS_ROPE ? "rope" : "learned_absolute");
+	ns_bool(w, "add_position_embedding", c->position_embedding_type == MT_POS_LEARNED);
+	if (c->rotary_base == (double)(int64_t)c->rotary_base)
+		ns_int(w, "rotary_base", (int64_t)c->rotary_base); /* Megatron's --rotary-base is an int */
+	else
+		ns_real(w, "rotary_base", c->rotary_base);
+	ns_real(w, "rotary_percent", 1.0);
+	ns_bool(w, "rotary_interleaved", 0);
+	ns_str(w, "normalization", c->normalization == MT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+	ns_real(w, "norm_epsilon", c->norm_epsilon);
+	ns_bool(w, "swiglu", c->swiglu);
+	ns_bool(w, "add_bias_linear", c->add_bias_linear);
+	ns_bool(w, "add_qkv_bias", c->add_bias_linear);
+	ns_bool(w, "untie_embeddings_and_output_weights", c->untie_embeddings_and_output_weights);
+	ns_int(w, "make_vocab_size_divisible_by", c->make_vocab_size_divisible_by);
+	ns_int(w, "padded_vocab_size", padded);
+	ns_int(w, "vocab_size", c->vocab_size);
+	ns_real(w, "init_method_std", c->init_method_std);
+	ns_real(w, "attention_dropout", 0);
+	ns_real(w, "hidden_dropout", 0);
+	ns_int(w, "tensor_model_parallel_size", o->tp);
+	ns_int(w, "pipeline_model_parallel_size", o->pp);
+	ns_none(w, "virtual_pipeline_model_parallel_size");
+	ns_int(w, "data_parallel_size", 1);
+	ns_int(w, "world_size", o->tp * o->pp);
+	ns_int(w, "rank", rank);
+	ns_bool(w, "bf16", o->dtype == MT_PKD_BF16);
+	ns_bool(w, "fp16", o->dtype == MT_PKD_F16);
+	mt_pkw_str(w, "params_dtype");
+	mt_pkw_dtype(w, o->dtype);
+	ns_int(w, "iteration", m->iteration);
+	ns_int(w, "consumed_train_samples", m->state.consumed_train_samples);
+	ns_int(w, "consumed_valid_samples", m->state.consumed_valid_samples);
+	ns_str(w, "tokenizer_type", m->tok_type);
+	ns_str(w, "vocab_file", m->tok_vocab_file);
+	ns_str(w, "merge_file", m->tok_merge_file);
+	ns_str(w, "tokenizer_model", m->tok_model);
+	ns_str(w, "transformer_impl", "local");
+	ns_bool(w, "use_distributed_optimizer", 0);
+	ns_str(w, "ckpt_format", "torch");
+	ns_bool(w, "data_parallel_random_init", 0);
+	mt_pkw_namespace_end(w);
+}
+
+static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts *o, const char *file, int t, int p,
+		      int64_t padded, struct mt_err *err)
+{
+	const struct mt_config *c = &m->cfg;
+	struct entry *e = NULL;
+	int n = 0, nt = 0, rc = -1;
+	struct mt_pkw w;
+	struct mt_tzw z;
+	float *sh = NULL;
+	void *out = NULL;
+	int64_t shn = 0;
+	size_t es = mt_pk_dtype_size(o->dtype);
+	/* a copy of a vocabulary row for Megatron's padding past mt's: the last real row */
+	int64_t fill = c->vocab_size - 1;
+
+	if (stage_entries(c, &m->params, o->pp, p, &e, &n))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	mt_pkw_init(&w);
+	mt_pkw_dict_begin(&w);
+	mt_pkw_str(&w, "args");
+	write_args(&w, m, o, padded, t + o->tp * p);
+	mt_pkw_str(&w, "checkpoint_version");
+	mt_pkw_float(&w, 3.0);
+	mt_pkw_str(&w, "iteration");
+	mt_pkw_int(&w, m->iteration);
+	mt_pkw_str(&w, "model");
+	mt_pkw_odict_begin(&w);
+	for (int i = 0; i < n; i++) {
+		mt_pkw_str(&w, e[i].name);
+		if (!e[i].p) {
+			mt_pkw_none(&w);
+		} else {
+			int64_t shape[2];
+			char key[24];
+			shard_shape(e[i].p, o->tp, &shape[0], &shape[1]);
+			if (e[i].p->split == MT_SPLIT_VOCAB)
+				shape[0] = padded / o->tp;
+			snprintf(key, sizeof(key), "%d", nt++);
+			mt_pkw_tensor(&w, o->dtype, key, e[i].p->ndim, shape);
+		}
+	}
+	mt_pkw_dict_end(&w);
+	mt_pkw_str(&w, "num_floating_point_operations_so_far");
+	mt_pkw_int(&w, 0);
+	mt_pkw_dict_end(&w);
+	mt_pkw_stop(&w);
+	if (w.oom) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	if (mt_tzw_open(&z, file, "model_optim_rng", err))
+		goto out;
+	if (mt_tzw_add(&z, "data.pkl", w.b, w.n, err) || mt_tzw_add(&z, ".format_version", "1", 1, err) ||
+	    mt_tzw_add(&z, ".storage_alignment", "64", 2, err) || mt_tzw_add(&z, "byteorder", "little", 6, err))
+		goto out_z;
+	nt = 0;
+	for (int i = 0; i < n; i++) {
+		const struct mt_param *q = e[i].p;
+		int64_t r, cc, numel;
+		char key[32];
+		if (!q)
+			continue;
+		shard_shape(q, o->tp, &r, &cc);
+		if (q->split == MT_SPLIT_VOCAB)
+			r = padded / o->tp;
+		numel = r * cc;
+		if (numel > shn) {
+			free(sh);
+			free(out);
+			sh = malloc((size_t)numel * sizeof(float));
+			out = malloc((size_t)numel * es);
+			shn = numel;
+			if (!sh || !out) {
+				mt_err_set(err, MT_EXIT_IO, "out of memory");
+				goto out_z;
+			}
+		}
+		if (q->split == MT_SPLIT_VOCAB) {
+			/* rank t's rows of Megatron's padded vocabulary: mt's rows, then copies of the
+			 * last real row where Megatron pads further */
+			for (int64_t k = 0; k < r; k++) {
+				int64_t g = (int64_t)t * r + k;
+				memcpy(sh + k * cc, m->w + q->offset + (g < q->shape[0] ? g : fill) * cc, (size_t)cc * sizeof(float));
+			}
+		} else {
+			shard_copy(q, o->tp, t, m->w + q->offset, sh, 0, 0, fill);
+		}
+		for (int64_t k = 0; k < numel; k++) {
+			if (o->dtype == MT_PKD_F32)
+				((float *)out)[k] = sh[k];
+			else {
+				uint16_t h = o->dtype == MT_PKD_BF16 ? f32_to_bf16(sh[k]) : f32_to_f16(sh[k]);
+				((unsigned char *)out)[2 * k] = (unsigned char)h;
+				((unsigned char *)out)[2 * k + 1] = (unsigned char)(h >> 8);
+			}
+		}
+		snprintf(key, sizeof(key), "data/%d", nt++);
+		if (mt_tzw_add(&z, key, out, (uint64_t)numel * es, err))
+			goto out_z;
+	}
+	{
+		char id[64];
+		snprintf(id, sizeof(id), "%020lld%020d", (long long)m->iteration, t + o->tp * p);
+		if (mt_tzw_add(&z, "version", "3\n", 2, err) || mt_tzw_add(&z, ".data/serialization_id", id, strlen(id), err))
+			goto out_z;
+	}
+	if (mt_tzw_finish(&z, err))
+		goto out_z;
+	rc = 0;
+	goto out;
+out_z:
+	mt_tzw_abort(&z);
+out:
+	mt_pkw_free(&w);
+	free(e);
+	free(sh);
+	free(out);
+	return rc;
+}
+
+static int fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+static void rm_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d) {
+		unlink(dir);
+		return;
+	}
+	while ((e = readdir(d))) {
+		char *p;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		p = mt_path_join(dir, e->d_name);
+		if (p) {
+			struct stat st;
+			if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+				rm_tree(p);
+			else
+				unlink(p);
+			free(p);
+		}
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_meg_export_opts *o,
+		  struct mt_meg_report *r, struct mt_err *err)
+{
+	const struct mt_config *c = &m->cfg;
+	char tmp[PATH_MAX], iter[PATH_MAX + 32], sub[PATH_MAX + 64], file[PATH_MAX + 96], text[32];
+	int64_t padded = mt_config_padded_vocab(c->vocab_size, c->make_vocab_size_divisible_by, o->tp);
+	struct stat st;
+	int rc = -1;
+
+	memset(r, 0, sizeof(*r));
+	/* what Megatron can split as asked */
+	if (o->tp < 1 || o->pp < 1)
+		return mt_err_set(err, MT_EXIT_USAGE, "the target parallel sizes must be positive");
+	if (c->num_attention_heads % o->tp)
+		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d does not divide the %d attention heads",
+				  o->tp, c->num_attention_heads);
+	if (c->num_query_groups % o->tp && o->tp % c->num_query_groups)
+		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d and the %d query groups: one must "
+				  "divide the other", o->tp, c->num_query_groups);
+	if (c->ffn_hidden_size % o->tp)
+		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d does not divide --ffn-hidden-size %d",
+				  o->tp, c->ffn_hidden_size);
+	if (c->num_layers % o->pp)
+		return mt_err_set(err, MT_EXIT_USAGE, "--target-pipeline-parallel-size %d does not divide the %d layers", o->pp,
+				  c->num_layers);
+	if (o->dtype != MT_PKD_F32 && o->dtype != MT_PKD_BF16 && o->dtype != MT_PKD_F16)
+		return mt_err_set(err, MT_EXIT_USAGE, "the export dtype must be fp32, bf16 or fp16");
+	if (padded < c->vocab_size)
+		padded = c->vocab_size;
+	if (stat(outdir, &st) == 0) {
+		DIR *d = opendir(outdir);
+		struct dirent *e;
+		int empty = 1;
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				empty = 0;
+		if (d)
+			closedir(d);
+		if (!d || !empty)
+			return mt_err_set(err, MT_EXIT_USAGE, "'%s' exists and is not an empty directory", outdir);
+	}
+	{
+		size_t n = strlen(outdir);
+		while (n > 1 && outdir[n - 1] == '/')
+			n--;
+		if ((size_t)snprintf(tmp, sizeof(tmp), "%.*s.tmp.%d", (int)n, outdir, (int)getpid()) >= sizeof(tmp))
+			return mt_err_set(err, MT_EXIT_USAGE, "path too long: '%s'", outdir);
+	}
+	if (mkdir(tmp, 0777) != 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", tmp);
+	snprintf(iter, sizeof(iter), "%s/iter_%07lld", tmp, (long long)m->iteration);
+	if (mkdir(iter, 0777) != 0) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", iter);
+		goto out;
+	}
+	for (int p = 0; p < o->pp; p++)
+		for (int t = 0; t < o->tp; t++) {
+			if (o->pp == 1)
+				snprintf(sub, sizeof(sub), "%s/mp_rank_%02d", iter, t);
+			else
+				snprintf(sub, sizeof(sub), "%s/mp_rank_%02d_%03d", iter, t, p);
+			if (mkdir(sub, 0777) != 0) {
+				mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", sub);
+				goto out;
+			}
+			snprintf(file, sizeof(file), "%s/model_optim_rng.pt", sub);
+			if (write_rank(m, o, file, t, p, padded, err))
+				goto out;
+			fsync_dir(sub);
+			r->files++;
+		}
+	fsync_dir(iter);
+	snprintf(file, sizeof(file), "%s/%s", tmp, MT_CKPT_MEGATRON_TRACKER);
+	snprintf(text, sizeof(text), "%lld", (long long)m->iteration);
+	if (mt_atomic_write_file(file, text, strlen(text), err))
+		goto out;
+	fsync_dir(tmp);
+	rmdir(outdir); /* an empty directory, checked above */
+	if (rename(tmp, outdir) != 0) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", tmp, outdir);
+		goto out;
+	}
+	{
+		char parent[PATH_MAX], *slash;
+		snprintf(parent, sizeof(parent), "%s", outdir);
+		slash = strrchr(parent, '/');
+		if (slash && slash != parent)
+			*slash = 0;
+		else
+			strcpy(parent, slash ? "/" : ".");
+		fsync_dir(parent);
+	}
+	r->tp = o->tp;
+	r->pp = o->pp;
+	r->vp = 1;
+	r->iteration = m->iteration;
+	r->cfg = *c;
+	r->cfg.padded_vocab_size = padded;
+	r->tensors = m->params.n;
+	rc = 0;
+out:
+	if (rc)
+		rm_tree(tmp);
+	return rc;
+}
