@@ -88,3 +88,54 @@ run_all() {
 @test "mt-blend build: each case" {
 	run_all blend
 }
+
+# Replace PREFIX (an existing dataset) by running "$@" with a kill at each step of the
+# atomic write layer in turn (MT_ATOMIC_KILL_AT=1, 2, ...) until a run completes; after
+# every kill a reader must find the old pair, the new pair, or no .idx at all (exit 4).
+kill_every_step() {
+	local prefix=$1 old=$2 new=$3 n=1 killed=0 rc
+	shift 3
+	while :; do
+		cp "$old.bin" "$prefix.bin" && cp "$old.idx" "$prefix.idx"
+		MT_ATOMIC_KILL_AT=$n "$@" >/dev/null 2>&1 && rc=0 || rc=$?
+		[ "$rc" -eq 0 ] && break
+		[ "$rc" -eq 137 ] || { echo "kill point $n: exit $rc, not SIGKILL"; return 1; }
+		killed=$((killed + 1))
+		run --separate-stderr timeout 20 mt-index verify "$prefix"
+		if [ "$status" -eq 0 ]; then
+			if cmp -s "$prefix.idx" "$old.idx" && cmp -s "$prefix.bin" "$old.bin"; then
+				:
+			elif cmp -s "$prefix.idx" "$new.idx" && cmp -s "$prefix.bin" "$new.bin"; then
+				:
+			else
+				echo "kill point $n: a valid pair that is neither the old nor the new one"
+				return 1
+			fi
+		elif [ "$status" -ne 4 ] || [[ $stderr != *"cannot open '$prefix.idx'"* ]]; then
+			echo "kill point $n: exit $status: $stderr $output"
+			return 1
+		fi
+		n=$((n + 1))
+		[ $n -lt 200 ] || { echo "no run completed"; return 1; }
+		rm -f "$prefix".*.tmp.* "$prefix".*.lens.tmp.* "$prefix".*.docs.tmp.*
+	done
+	cmp "$prefix.idx" "$new.idx" && cmp "$prefix.bin" "$new.bin"
+	echo "# $killed kill points, each read back cleanly"
+	[ "$killed" -ge 5 ]
+}
+
+@test "replacing a dataset (mt-tokenize, mt-index merge): killed at any step, a reader sees the old pair, the new pair or a clean 'missing'" {
+	python3 "$MT_ROOT/share/demo/make-corpus.py" --docs 300 > a.jsonl
+	python3 "$MT_ROOT/share/demo/make-corpus.py" --docs 200 --seed 7 > b.jsonl
+	mt-tokenize train -q --input a.jsonl --vocab-size 300 --output-prefix bpe
+	T=(--tokenizer-type GPT2BPETokenizer --vocab-file bpe-vocab.json --merge-file bpe-merges.txt --workers 1 -q)
+	mt-tokenize "${T[@]}" --input a.jsonl --output-prefix old
+	mt-tokenize "${T[@]}" --input b.jsonl --output-prefix new
+	! cmp -s old_text_document.idx new_text_document.idx
+	kill_every_step d_text_document old_text_document new_text_document \
+		mt-tokenize "${T[@]}" --input b.jsonl --output-prefix d
+	# merge: the new pair is old + new
+	mt-index merge --output-prefix merged old_text_document new_text_document
+	kill_every_step m old_text_document merged \
+		mt-index merge -q --output-prefix m old_text_document new_text_document
+}

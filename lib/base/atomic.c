@@ -1,5 +1,6 @@
 /* atomic.c: tmp + fsync + rename output (see atomic.h). Also keeps a small
- * registry of live temporary names so a signal handler can remove them. */
+ * registry of live temporary names so a signal handler can remove them, and the
+ * numbered kill points tests use to stop a writer between any two of its steps. */
 #include "base/atomic.h"
 
 #include <errno.h>
@@ -16,6 +17,8 @@
 #define MT_ATOMIC_WRITEBACK (8 << 20) /* start write-back every this many bytes */
 
 static char *volatile live[MT_ATOMIC_SLOTS];
+static long kill_at = -1; /* MT_ATOMIC_KILL_AT, read once; 0: off */
+static long steps;
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int live_add(char *tmp)
@@ -51,6 +54,28 @@ void mt_atomic_unlink_all(void)
 	}
 }
 
+void mt_atomic_step(const char *what)
+{
+	long n, at = __atomic_load_n(&kill_at, __ATOMIC_RELAXED);
+
+	if (at < 0) {
+		const char *e = getenv("MT_ATOMIC_KILL_AT");
+		at = e ? atol(e) : 0;
+		__atomic_store_n(&kill_at, at > 0 ? at : 0, __ATOMIC_RELAXED);
+	}
+	if (at <= 0)
+		return;
+	n = __atomic_add_fetch(&steps, 1, __ATOMIC_SEQ_CST);
+	if (getenv("MT_ATOMIC_KILL_LOG")) {
+		char line[512];
+		int len = snprintf(line, sizeof(line), "atomic step %ld: %s\n", n, what);
+		if (len > 0 && write(2, line, (size_t)len < sizeof(line) ? (size_t)len : sizeof(line) - 1) < 0)
+			(void)0;
+	}
+	if (n == at)
+		raise(SIGKILL);
+}
+
 static void clear(struct mt_atomic *w)
 {
 	live_del(w->slot);
@@ -83,6 +108,7 @@ int mt_atomic_open(struct mt_atomic *w, const char *path, struct mt_err *err)
 		return -1;
 	}
 	w->slot = live_add(w->tmp);
+	mt_atomic_step(w->tmp); /* created */
 	w->fp = fdopen(fd, "wb");
 	if (!w->fp) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", w->tmp);
@@ -133,7 +159,7 @@ int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_er
 	return 0;
 }
 
-static void fsync_dir(const char *path)
+void mt_atomic_sync_dir(const char *path)
 {
 	char *copy = strdup(path);
 	int fd;
@@ -161,6 +187,8 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 	if (fclose(w->fp) != 0 && !fail)
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot close '%s'", w->tmp);
 	w->fp = NULL;
+	if (!fail)
+		mt_atomic_step(w->tmp); /* synced, not yet renamed */
 	if (!fail && rename(w->tmp, w->path) != 0)
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", w->tmp, w->path);
 	if (fail) {
@@ -168,7 +196,8 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 		clear(w);
 		return -1;
 	}
-	fsync_dir(w->path);
+	mt_atomic_step(w->path); /* renamed, directory not yet synced */
+	mt_atomic_sync_dir(w->path);
 	clear(w);
 	return 0;
 }

@@ -43,4 +43,15 @@ int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt
 /* Unlink every temporary file still open. Async-signal-safe. */
 void mt_atomic_unlink_all(void);
 
+/* fsync the directory that holds path (best effort: some filesystems refuse). */
+void mt_atomic_sync_dir(const char *path);
+
+/* A numbered step of a write, for tests of what a kill leaves behind: with
+ * MT_ATOMIC_KILL_AT=N in the environment the process kills itself (SIGKILL) at its
+ * Nth step, counted from 1; MT_ATOMIC_KILL_LOG=1 prints each step on stderr. The
+ * layer counts creating a temporary, having synced it and having renamed it; writers
+ * of several files (lib/data/idx.c) add their own steps in between. Without the
+ * variable it costs one load. */
+void mt_atomic_step(const char *what);
+
 #endif

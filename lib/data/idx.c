@@ -785,6 +785,15 @@ int mt_idx_writer_commit(struct mt_idx_writer *w, struct mt_err *err)
 		mt_err_errno(err, MT_EXIT_IO, "cannot sync '%s'", idx.tmp);
 		goto out;
 	}
+	/* Replacing a dataset: the old .idx goes first, so that from here until the new
+	 * .idx is in place a reader finds no .idx (a clean "missing" error) instead of
+	 * the old .idx beside the new .bin. Each step is on disk before the next. */
+	if (unlink(w->idx_path) != 0 && errno != ENOENT) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot replace '%s'", w->idx_path);
+		goto out;
+	}
+	mt_atomic_step(w->idx_path); /* the old .idx removed */
+	mt_atomic_sync_dir(w->idx_path);
 	if (mt_atomic_commit(&w->bin, err))
 		goto out;
 	if (mt_atomic_commit(&idx, err)) {

@@ -89,9 +89,12 @@ int64_t mt_idx_writer_sequences(const struct mt_idx_writer *w);
 /* Documents added (not counting the leading 0 of the document index). */
 int64_t mt_idx_writer_documents(const struct mt_idx_writer *w);
 int64_t mt_idx_writer_tokens(const struct mt_idx_writer *w);
-/* Write the .idx, fsync, rename both files into place (.bin first, then .idx)
- * and free w, whatever the outcome. On failure nothing new is left under the
- * final names and every temporary is removed. */
+/* Write the .idx and fsync it, then replace the dataset in an order a reader can
+ * tell apart: remove an existing PREFIX.idx, rename the .bin into place, rename
+ * the .idx into place (the directory synced after each). Killed at any point, a
+ * reader finds the old pair, the new pair, or no .idx (MT_EXIT_IO, "missing"),
+ * never an .idx beside a .bin it does not describe. w is freed whatever the
+ * outcome; on failure every temporary is removed. */
 int mt_idx_writer_commit(struct mt_idx_writer *w, struct mt_err *err);
 /* Remove the temporaries and free w. NULL is allowed. */
 void mt_idx_writer_abort(struct mt_idx_writer *w);
