@@ -139,3 +139,16 @@ kill_every_step() {
 	kill_every_step m old_text_document merged \
 		mt-index merge -q --output-prefix m old_text_document new_text_document
 }
+
+@test "index caches identical to the ones on disk are not rewritten (same inode, same time)" {
+	A=(--data-path "$D/good" --seq-length 16 --train-samples 20 --split 90,10,0 --data-cache-path cache)
+	mt-blend build "${A[@]}" >/dev/null 2>&1
+	before=$(cd cache && stat -c '%n %i %Y.%y' * | sort)
+	[ -n "$before" ]
+	sleep 1
+	mt-blend build "${A[@]}" >/dev/null 2>&1
+	[ "$(cd cache && stat -c '%n %i %Y.%y' * | sort)" = "$before" ]
+	# a changed one is rewritten
+	mt-blend build "${A[@]/20/30}" >/dev/null 2>&1
+	[ "$(cd cache && stat -c '%n %i %Y.%y' * | sort)" != "$before" ]
+}

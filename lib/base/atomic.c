@@ -5,9 +5,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -223,4 +226,31 @@ int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt
 		return -1;
 	}
 	return 0;
+}
+
+int mt_atomic_same(const char *path, const void *const *parts, const size_t *lens, int nparts)
+{
+	struct stat st;
+	size_t total = 0, at = 0;
+	const unsigned char *m;
+	int same = 1, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return 0;
+	for (int i = 0; i < nparts; i++)
+		total += lens[i];
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)total || total == 0) {
+		close(fd);
+		return 0;
+	}
+	m = mmap(NULL, total, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return 0;
+	for (int i = 0; i < nparts && same; i++) {
+		same = memcmp(m + at, parts[i], lens[i]) == 0;
+		at += lens[i];
+	}
+	munmap((void *)m, total);
+	return same;
 }

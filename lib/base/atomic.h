@@ -40,6 +40,10 @@ void mt_atomic_abort(struct mt_atomic *w);
 /* A whole file in one call. */
 int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt_err *err);
 
+/* 1 when path is a regular file holding exactly parts[0..nparts) end to end, else 0:
+ * writers of caches skip a file that would not change (no rewrite, no new inode). */
+int mt_atomic_same(const char *path, const void *const *parts, const size_t *lens, int nparts);
+
 /* Unlink every temporary file still open. Async-signal-safe. */
 void mt_atomic_unlink_all(void);
 

@@ -266,7 +266,9 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 				goto out;
 			}
 			NAME("description.txt");
-			if (mt_atomic_write_file(path, bd, strlen(bd), err)) {
+			const void *part = bd;
+			size_t len = strlen(bd);
+			if (!mt_atomic_same(path, &part, &len, 1) && mt_atomic_write_file(path, bd, len, err)) {
 				free(bd);
 				goto out;
 			}
