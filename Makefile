@@ -7,6 +7,9 @@
 #   make check-layers  no #include points up a layer (scripts/check-layers.sh)
 #   make demo          the demo pipeline on the built-in corpus
 #   make fuzz          fuzz the .idx reader for 20 s (clang, libFuzzer)
+#   make sanitize      the tools built with AddressSanitizer and UBSan, CPU-only, in
+#                      $(BUILD)-san/bin (the same as make SANITIZE=1 BUILD=build-san CUDA=0 MPI=0);
+#                      make test builds them and runs tests/hostile.bats with them
 #   make install       PREFIX=/usr/local DESTDIR= : binaries, docs, share, templates
 #   make V=1           show full command lines
 
@@ -78,8 +81,14 @@ MPI_CFLAGS := -DMT_NO_MPI
 MPI_LIBS :=
 endif
 
+# SANITIZE=1: AddressSanitizer and UBSan in every object and tool; a UBSan report stops
+# the process as an ASan one does (tests/hostile.bats counts both)
+ifeq ($(SANITIZE),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+endif
+
 # no fused multiply-add: Megatron's blend and sample arithmetic must round as numpy's does
-ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -ffp-contract=off -fopenmp $(MT_CPPFLAGS) -MMD -MP
+ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN_FLAGS) -ffp-contract=off -fopenmp $(MT_CPPFLAGS) -MMD -MP
 
 TOOLS := mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate
 LIB_SRC := $(wildcard $(LAYERS:%=lib/%/*.c))
@@ -105,7 +114,7 @@ all: $(BINS)
 # Rebuild everything when the flags change (CUDA=0 after a CUDA build, say):
 # build/.flags is rewritten only when they differ, and every object depends on it.
 FLAGS_FILE := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS) | $(MPI_CFLAGS) $(MPI_LIBS)
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS) | $(MPI_CFLAGS) $(MPI_LIBS) | $(SAN_FLAGS)
 ifneq ($(file <$(FLAGS_FILE)),$(FLAGS_NOW))
 $(shell mkdir -p $(BUILD))
 $(file >$(FLAGS_FILE),$(FLAGS_NOW))
@@ -149,21 +158,36 @@ $(BUILD)/libmt_cuda.a: $(CU_OBJ)
 
 $(BINS): $(BUILD)/bin/%: $(BUILD)/bin/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIBMT) $(LIBMT_CUDA)
 	@mkdir -p $(dir $@)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LINK_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(LINK_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/helpers/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
 	@mkdir -p $(dir $@)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
 
-# make test: unit tests, then Bats, one summary line; non-zero on any failure.
-test: $(BINS) $(UNIT_BINS) $(HELPER_BINS)
-	$(Q)BUILD=$(BUILD) tests/run.sh
+# make test: unit tests, then Bats, one summary line; non-zero on any failure. The
+# sanitized tools come first, so tests/hostile.bats runs with them (SANITIZE=0 skips them).
+SAN_BUILD := $(BUILD)-san
+SAN_TOOLS := mt-tokenize mt-index mt-blend mt-train mt-eval
+ifeq ($(SANITIZE),)
+TEST_SAN := sanitize-tools
+TEST_ENV := MT_SAN_BUILD=$(SAN_BUILD)
+endif
+test: $(BINS) $(UNIT_BINS) $(HELPER_BINS) $(TEST_SAN)
+	$(Q)BUILD=$(BUILD) $(TEST_ENV) tests/run.sh
+
+# make sanitize: every tool with ASan and UBSan (CPU-only, one process: CUDA=0 MPI=0);
+# sanitize-tools: the ones tests/hostile.bats runs
+.PHONY: sanitize sanitize-tools
+sanitize:
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1 BUILD=$(SAN_BUILD) CUDA=0 MPI=0 all
+sanitize-tools:
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1 BUILD=$(SAN_BUILD) CUDA=0 MPI=0 $(SAN_TOOLS:%=$(SAN_BUILD)/bin/%)
 
 check-layers:
 	$(Q)scripts/check-layers.sh

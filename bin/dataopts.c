@@ -2,6 +2,7 @@
 #include "dataopts.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +36,7 @@ int mt_dataopts_take(struct mt_dataopts *d, struct mt_opt *o, int id)
 	case MT_DOPT_DATA_ARGS_PATH: d->data_args_path = o->arg; return 1;
 	case MT_DOPT_PER_SPLIT_PATH: d->per_split_path = o->arg; return 1;
 	case MT_DOPT_SPLIT: d->split = o->arg; return 1;
-	case MT_DOPT_SEQ_LENGTH: d->seq_length = mt_tool_num(o, 1, INT64_MAX / 4); return 1;
+	case MT_DOPT_SEQ_LENGTH: d->seq_length = mt_tool_num(o, 1, INT_MAX); return 1;
 	case MT_DOPT_SEED: d->seed = mt_tool_num(o, 0, INT64_MAX / 4); if (d->seed > 0xffffffffLL) mt_die_usage(o, "--seed must fit 32 bits"); return 1;
 	case MT_DOPT_TRAIN_SAMPLES: d->train_samples = mt_tool_num(o, 0, INT64_MAX / 4); return 1;
 	case MT_DOPT_TRAIN_ITERS: d->train_iters = mt_tool_num(o, 0, INT64_MAX / 4); return 1;

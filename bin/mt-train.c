@@ -38,6 +38,7 @@ enum {
 	O_MBS, O_LR, O_MIN_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP, O_DECAY_STYLE, O_WARMUP_ITERS,
 	O_WARMUP_FRAC, O_DECAY_ITERS, O_WSD_ITERS, O_WSD_STYLE, O_LOG_INTERVAL, O_LOG_JSON, O_SAVE,
 	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_ASYNC_SAVE, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
+	O_NAN_CHECK, O_NO_NAN_CHECK,
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
 	O_SEQ_PARALLEL, O_LABEL_SMOOTHING, O_RECOMPUTE_ACT, O_TP_COMM, O_PP_COMM,
@@ -93,6 +94,9 @@ static const struct mt_option opts[] = {
 	{ "exit-duration-in-mins", 0, MT_ARG_REQUIRED, O_EXIT_MINS, "M", "save and stop after M minutes" },
 	{ "mock-data", 0, MT_ARG_NONE, O_MOCK, NULL, "synthetic tokens (give --vocab-size)" },
 	{ "max-skipped-steps", 0, MT_ARG_REQUIRED, O_MAX_SKIP, "N", "stop after N non-finite steps in a row (default 10)" },
+	{ "check-for-nan-in-loss-and-grad", 0, MT_ARG_NONE, O_NAN_CHECK, NULL, "a non-finite loss stops the run (the default)" },
+	{ "no-check-for-nan-in-loss-and-grad", 0, MT_ARG_NONE, O_NO_NAN_CHECK, NULL,
+	  "skip steps with a non-finite loss instead (up to --max-skipped-steps)" },
 	{ "device", 0, MT_ARG_REQUIRED, O_DEVICE, "DEV", "cuda or cpu (default: cuda when a GPU is visible)" },
 	{ "bf16", 0, MT_ARG_NONE, O_BF16, NULL, "cuda: bf16 weights and activations, fp32 master weights and AdamW state" },
 	{ "fp16", 0, MT_ARG_NONE, O_FP16, NULL, "cuda: fp16 weights and activations with loss scaling" },
@@ -146,10 +150,18 @@ static char **with_config(int *argc, char **argv)
 	long sz;
 
 	for (int i = 1; i < *argc; i++) {
+		const char *next = NULL;
+		if (!strcmp(argv[i], "--"))
+			break;
 		if (!strcmp(argv[i], "--config") && i + 1 < *argc)
-			file = argv[i + 1];
+			next = argv[++i];
 		else if (!strncmp(argv[i], "--config=", 9))
-			file = argv[i] + 9;
+			next = argv[i] + 9;
+		if (next && file)
+			mt_die(MT_EXIT_USAGE, "--config given twice ('%s', then '%s'): give one file (put the other's flags "
+			       "on the command line)", file, next);
+		if (next)
+			file = next;
 	}
 	if (!file)
 		return argv;
@@ -253,12 +265,12 @@ int main(int argc, char **argv)
 		switch (id) {
 		case MT_OPT_ARG: mt_die_usage(&o, "unexpected argument '%s'", o.arg);
 		case O_CONFIG: break; /* read already */
-		case O_LAYERS: a.cfg.num_layers = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_HIDDEN: a.cfg.hidden_size = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_HEADS: a.cfg.num_attention_heads = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_FFN: a.cfg.ffn_hidden_size = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_MAXPOS: a.cfg.max_position_embeddings = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_DIVISIBLE: a.cfg.make_vocab_size_divisible_by = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_LAYERS: a.cfg.num_layers = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_HIDDEN: a.cfg.hidden_size = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_HEADS: a.cfg.num_attention_heads = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_FFN: a.cfg.ffn_hidden_size = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_MAXPOS: a.cfg.max_position_embeddings = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_DIVISIBLE: a.cfg.make_vocab_size_divisible_by = (int)mt_tool_num(&o, 1, INT_MAX); break;
 		case O_POSEMB:
 			if (!strcmp(o.arg, "rope"))
 				a.cfg.position_embedding_type = MT_POS_ROPE;
@@ -267,7 +279,11 @@ int main(int argc, char **argv)
 			else
 				mt_die_usage(&o, "--position-embedding-type must be learned_absolute or rope, not '%s'", o.arg);
 			break;
-		case O_ROTARY: a.cfg.rotary_base = mt_tool_real(&o); break;
+		case O_ROTARY:
+			a.cfg.rotary_base = mt_tool_real(&o);
+			if (!(a.cfg.rotary_base > 0))
+				mt_die_usage(&o, "--rotary-base must be positive, not '%s'", o.arg);
+			break;
 		case O_NORM:
 			if (!strcmp(o.arg, "RMSNorm"))
 				a.cfg.normalization = MT_NORM_RMSNORM;
@@ -276,25 +292,62 @@ int main(int argc, char **argv)
 			else
 				mt_die_usage(&o, "--normalization must be LayerNorm or RMSNorm, not '%s'", o.arg);
 			break;
-		case O_NORM_EPS: a.cfg.norm_epsilon = mt_tool_real(&o); break;
+		case O_NORM_EPS:
+			a.cfg.norm_epsilon = mt_tool_real(&o);
+			if (!(a.cfg.norm_epsilon > 0))
+				mt_die_usage(&o, "--norm-epsilon must be positive, not '%s'", o.arg);
+			break;
 		case O_SWIGLU: a.cfg.swiglu = 1; break;
 		case O_NOBIAS: a.cfg.add_bias_linear = 0; break;
 		case O_UNTIE: a.cfg.untie_embeddings_and_output_weights = 1; break;
 		case O_GQA: gqa = 1; break;
-		case O_GROUPS: a.cfg.num_query_groups = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_KV: a.cfg.kv_channels = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_INIT_STD: a.cfg.init_method_std = mt_tool_real(&o); break;
+		case O_GROUPS: a.cfg.num_query_groups = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_KV: a.cfg.kv_channels = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_INIT_STD:
+			a.cfg.init_method_std = mt_tool_real(&o);
+			if (!(a.cfg.init_method_std > 0))
+				mt_die_usage(&o, "--init-method-std must be positive, not '%s'", o.arg);
+			break;
 		case O_ATT_DROP: a.cfg.attention_dropout = mt_tool_real(&o); break;
 		case O_HID_DROP: a.cfg.hidden_dropout = mt_tool_real(&o); break;
 		case O_VOCAB_SIZE: vocab = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_MBS: a.micro_batch_size = mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_LR: a.sched.lr = mt_tool_real(&o); break;
-		case O_MIN_LR: a.sched.min_lr = mt_tool_real(&o); break;
-		case O_BETA1: a.adam.beta1 = mt_tool_real(&o); break;
-		case O_BETA2: a.adam.beta2 = mt_tool_real(&o); break;
-		case O_EPS: a.adam.eps = mt_tool_real(&o); break;
-		case O_WD: a.adam.weight_decay = mt_tool_real(&o); a.sched.start_weight_decay = a.sched.end_weight_decay = a.adam.weight_decay; break;
-		case O_CLIP: a.clip_grad = mt_tool_real(&o); break;
+		case O_LR:
+			a.sched.lr = mt_tool_real(&o);
+			if (!(a.sched.lr >= 0))
+				mt_die_usage(&o, "--lr must be a finite number >= 0, not '%s'", o.arg);
+			break;
+		case O_MIN_LR:
+			a.sched.min_lr = mt_tool_real(&o);
+			if (!(a.sched.min_lr >= 0))
+				mt_die_usage(&o, "--min-lr must be a finite number >= 0, not '%s'", o.arg);
+			break;
+		case O_BETA1:
+			a.adam.beta1 = mt_tool_real(&o);
+			if (!(a.adam.beta1 >= 0 && a.adam.beta1 < 1))
+				mt_die_usage(&o, "--adam-beta1 must be in [0, 1), not '%s'", o.arg);
+			break;
+		case O_BETA2:
+			a.adam.beta2 = mt_tool_real(&o);
+			if (!(a.adam.beta2 >= 0 && a.adam.beta2 < 1))
+				mt_die_usage(&o, "--adam-beta2 must be in [0, 1), not '%s'", o.arg);
+			break;
+		case O_EPS:
+			a.adam.eps = mt_tool_real(&o);
+			if (!(a.adam.eps > 0))
+				mt_die_usage(&o, "--adam-eps must be positive, not '%s'", o.arg);
+			break;
+		case O_WD:
+			a.adam.weight_decay = mt_tool_real(&o);
+			if (!(a.adam.weight_decay >= 0))
+				mt_die_usage(&o, "--weight-decay must be a finite number >= 0, not '%s'", o.arg);
+			a.sched.start_weight_decay = a.sched.end_weight_decay = a.adam.weight_decay;
+			break;
+		case O_CLIP:
+			a.clip_grad = mt_tool_real(&o);
+			if (!(a.clip_grad >= 0))
+				mt_die_usage(&o, "--clip-grad must be a finite number >= 0, not '%s'", o.arg);
+			break;
 		case O_DECAY_STYLE: {
 			int s = mt_lr_style_parse(o.arg);
 			if (s < 0)
@@ -328,6 +381,8 @@ int main(int argc, char **argv)
 			break;
 		case O_MOCK: a.mock_data = 1; break;
 		case O_MAX_SKIP: a.max_skipped_steps = mt_tool_num(&o, 0, INT64_MAX / 4); break;
+		case O_NAN_CHECK: a.skip_nonfinite_loss = 0; break;
+		case O_NO_NAN_CHECK: a.skip_nonfinite_loss = 1; break;
 		case O_DEVICE:
 			if (!strcmp(o.arg, "cpu"))
 				device = 0;
@@ -341,8 +396,8 @@ int main(int argc, char **argv)
 		case O_LOSS_SCALE: a.backend.loss_scale = mt_tool_real(&o); break;
 		case O_INIT_LOSS_SCALE: a.backend.initial_loss_scale = mt_tool_real(&o); break;
 		case O_MIN_LOSS_SCALE: a.backend.min_loss_scale = mt_tool_real(&o); break;
-		case O_LOSS_WINDOW: a.backend.loss_scale_window = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
-		case O_HYSTERESIS: a.backend.hysteresis = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_LOSS_WINDOW: a.backend.loss_scale_window = (int)mt_tool_num(&o, 1, INT_MAX); break;
+		case O_HYSTERESIS: a.backend.hysteresis = (int)mt_tool_num(&o, 1, INT_MAX); break;
 		case O_DETERMINISTIC: a.backend.deterministic = 1; break;
 		case O_RECOMPUTE:
 			if (!strcmp(o.arg, "full"))
@@ -434,9 +489,18 @@ int main(int argc, char **argv)
 	if (vocab <= 0)
 		mt_die_usage(&o, "the vocabulary size is unknown: give the tokenizer (--tokenizer-type ...) or --vocab-size");
 	a.cfg.vocab_size = vocab;
+	/* Megatron: without --kv-channels the heads split the hidden size evenly */
+	if (!a.cfg.kv_channels && a.cfg.num_attention_heads > 0 && a.cfg.hidden_size % a.cfg.num_attention_heads)
+		mt_die_usage(&o, "--hidden-size %d is not a multiple of --num-attention-heads %d (or give --kv-channels)",
+			     a.cfg.hidden_size, a.cfg.num_attention_heads);
 	mt_config_defaults(&a.cfg);
 	if (mt_config_validate(&a.cfg, &e))
 		mt_die_err(&e);
+	/* a micro-batch's largest activation (the logits), counted where it cannot wrap */
+	if ((double)a.micro_batch_size * a.cfg.seq_length * (double)(a.cfg.padded_vocab_size + 4 * (int64_t)a.cfg.ffn_hidden_size) >
+	    0x1p56)
+		mt_die_usage(&o, "--micro-batch-size %lld x --seq-length %d x the vocabulary: too large to allocate",
+			     (long long)a.micro_batch_size, a.cfg.seq_length);
 	/* the pipeline: Megatron's virtual stages from layers a chunk or chunks a stage, the
 	 * schedule interleaved with them, 1F1B without; what cannot run is refused here */
 	if (vp_layers && vp_stages)
@@ -535,6 +599,9 @@ int main(int argc, char **argv)
 	if ((rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) && (d.train_iters >= 0 || d.train_samples < 0))
 		mt_die(MT_EXIT_USAGE, "--rampup-batch-size, --lr-warmup-samples and --lr-decay-samples need --train-samples "
 		       "(not --train-iters)");
+	if (a.mock_data && (d.ndata || d.data_args_path || d.per_split_path || d.nsplit_paths[0] || d.nsplit_paths[1] ||
+			    d.nsplit_paths[2]))
+		mt_die_usage(&o, "--mock-data and --data-path (or the other data flags) exclude each other: give one");
 	if (a.mock_data) {
 		if (d.train_samples < 0 && d.train_iters < 0)
 			mt_die_usage(&o, "--train-iters or --train-samples is required");

@@ -66,15 +66,28 @@ setup() {
 	[[ $output == "iteration $it "* ]]
 }
 
-@test "non-finite steps are skipped and counted; too many in a row stop with an error; no NaN checkpoint is written" {
+@test "a non-finite loss or gradient stops the run at once, naming the iteration (Megatron's --check-for-nan-in-loss-and-grad)" {
 	run -3 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 4 --global-batch-size 4 --train-iters 50 \
-		--lr 1e38 --clip-grad 0 --max-skipped-steps 3 --save ck --save-interval 100 --log-interval 1
+		--lr 1e38 --clip-grad 0 --save ck --save-interval 100 --log-interval 1
+	[[ $stderr == *"error: iteration "*": the "*" is "*": stopping"* ]]
+	[[ $stderr != *"skipped 1"* ]]
+	[ ! -e ck/latest ]
+	# the flag spelled out is the default
+	run -3 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 4 --global-batch-size 4 --train-iters 50 \
+		--lr 1e38 --clip-grad 0 --check-for-nan-in-loss-and-grad
+	[[ $stderr == *"error: iteration "*": stopping"* ]]
+}
+
+@test "--no-check-for-nan-in-loss-and-grad: non-finite steps are skipped and counted; too many in a row stop with an error; no NaN checkpoint is written" {
+	run -3 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 4 --global-batch-size 4 --train-iters 50 \
+		--lr 1e38 --clip-grad 0 --max-skipped-steps 3 --save ck --save-interval 100 --log-interval 1 \
+		--no-check-for-nan-in-loss-and-grad
 	[[ $stderr == *"4 steps in a row had a non-finite loss or gradient"* ]]
 	[[ $stderr == *"skipped 3"* ]]
 	[ ! -e ck/latest ]
 	# a save after the weights blew up is refused, naming the tensor; nothing is left behind
 	run -3 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 4 --global-batch-size 4 --train-iters 50 \
-		--lr 1e38 --clip-grad 0 --save ck --save-interval 1
+		--lr 1e38 --clip-grad 0 --save ck --save-interval 1 --no-check-for-nan-in-loss-and-grad
 	[[ $stderr == *"refusing to save checkpoint"*"holds inf"* || $stderr == *"holds nan"* ]]
 	[ ! -e ck/latest ]
 	[ -z "$(ls ck 2>/dev/null)" ]
@@ -102,6 +115,43 @@ setup() {
 	[[ $stderr == *"vocabulary size is unknown"* ]]
 	run -4 --separate-stderr mt-train --config nope.conf --mock-data
 	[[ $stderr == *"cannot open config 'nope.conf'"* ]]
+}
+
+@test "flags: bad values and bad combinations are usage errors (exit 2) naming the flag, before anything runs" {
+	local M=(--config "$MT_ROOT/share/configs/tiny.conf" --mock-data --vocab-size 100 --micro-batch-size 2 --train-iters 2)
+	bad() { # bad 'message' flags...
+		local want=$1
+		shift
+		run -2 --separate-stderr mt-train "$@"
+		[[ $stderr == *"$want"* ]] || { echo "mt-train $*: wanted '$want', got: $stderr"; false; }
+	}
+	bad "--hidden-size 65 is not a multiple of --num-attention-heads 4" "${M[@]}" --hidden-size 65 --num-attention-heads 4
+	bad "option '--lr': 'inf' is not a finite number" "${M[@]}" --lr inf
+	bad "option '--lr': 'nan' is not a number" "${M[@]}" --lr nan
+	bad "option '--min-lr': '-inf' is not a finite number" "${M[@]}" --min-lr -inf
+	bad "--lr must be a finite number >= 0, not '-1'" "${M[@]}" --lr -1
+	bad "--adam-beta1 must be in [0, 1), not '2'" "${M[@]}" --adam-beta1 2
+	bad "--adam-beta2 must be in [0, 1), not '1'" "${M[@]}" --adam-beta2 1
+	bad "--adam-eps must be positive, not '-1'" "${M[@]}" --adam-eps -1
+	bad "--init-method-std must be positive, not '-1'" "${M[@]}" --init-method-std -1
+	bad "--weight-decay must be a finite number >= 0" "${M[@]}" --weight-decay -0.1
+	bad "--clip-grad must be a finite number >= 0" "${M[@]}" --clip-grad -1
+	bad "--norm-epsilon must be positive" "${M[@]}" --norm-epsilon 0
+	bad "--mock-data and --data-path (or the other data flags) exclude each other" "${M[@]}" --data-path "$F/mk_text_document"
+	bad "--config given twice" "${M[@]}" --config "$MT_ROOT/share/configs/tiny.conf"
+	bad "--num-layers is required" --hidden-size 64 --num-attention-heads 4 --seq-length 16 --mock-data --vocab-size 100 \
+		--micro-batch-size 2 --train-iters 2
+	bad "--hidden-size is required" --num-layers 2 --num-attention-heads 4 --seq-length 16 --mock-data --vocab-size 100 \
+		--micro-batch-size 2 --train-iters 2
+	bad "--hidden-size 1073741824: the default --ffn-hidden-size (4 x --hidden-size) does not fit in 32 bits" \
+		"${M[@]}" --hidden-size 1073741824
+	bad "option '--hidden-size': 4294967296 is out of range" "${M[@]}" --hidden-size 4294967296
+	bad "option '--seq-length': 4294967296 is out of range" "${M[@]}" --seq-length 4294967296
+	bad "the model is too large" "${M[@]}" --num-layers 2147483647 --hidden-size 65536
+	bad "--micro-batch-size 1000000000000 x --seq-length 64 x the vocabulary: too large" "${M[@]}" \
+		--micro-batch-size 1000000000000
+	# and a kv-channels given explicitly still lets the heads not divide the hidden size, as in Megatron
+	run -0 --separate-stderr mt-train "${M[@]}" --hidden-size 66 --num-attention-heads 4 --kv-channels 16 --ffn-hidden-size 128
 }
 
 @test "mt-ckpt-reshard inspect lists every tensor of the table, the state and the training flags" {

@@ -1,12 +1,16 @@
 /* atomic.c: tmp + fsync + rename output (see atomic.h). Also keeps a small
- * registry of live temporary names so a signal handler can remove them. */
+ * registry of live temporary names so a signal handler can remove them, and the
+ * numbered kill points tests use to stop a writer between any two of its steps. */
 #include "base/atomic.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,7 +20,7 @@
 #define MT_ATOMIC_WRITEBACK (8 << 20) /* start write-back every this many bytes */
 
 static char *volatile live[MT_ATOMIC_SLOTS];
-static long kill_at = -1; /* MT_ATOMIC_KILL_AT: -1 not read yet, 0 never */
+static long kill_at = -1; /* MT_ATOMIC_KILL_AT, read once; 0: off */
 static long steps;
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -53,16 +57,25 @@ void mt_atomic_unlink_all(void)
 	}
 }
 
-void mt_atomic_step(void)
+void mt_atomic_step(const char *what)
 {
-	long at = __atomic_load_n(&kill_at, __ATOMIC_RELAXED);
+	long n, at = __atomic_load_n(&kill_at, __ATOMIC_RELAXED);
 
 	if (at < 0) {
 		const char *e = getenv("MT_ATOMIC_KILL_AT");
-		at = e && *e ? strtol(e, NULL, 10) : 0;
+		at = e ? atol(e) : 0;
 		__atomic_store_n(&kill_at, at > 0 ? at : 0, __ATOMIC_RELAXED);
 	}
-	if (__atomic_add_fetch(&steps, 1, __ATOMIC_RELAXED) == at && at > 0)
+	if (at <= 0)
+		return;
+	n = __atomic_add_fetch(&steps, 1, __ATOMIC_SEQ_CST);
+	if (getenv("MT_ATOMIC_KILL_LOG")) {
+		char line[512];
+		int len = snprintf(line, sizeof(line), "atomic step %ld: %s\n", n, what);
+		if (len > 0 && write(2, line, (size_t)len < sizeof(line) ? (size_t)len : sizeof(line) - 1) < 0)
+			(void)0;
+	}
+	if (n == at)
 		raise(SIGKILL);
 }
 
@@ -98,6 +111,7 @@ int mt_atomic_open(struct mt_atomic *w, const char *path, struct mt_err *err)
 		return -1;
 	}
 	w->slot = live_add(w->tmp);
+	mt_atomic_step(w->tmp); /* created */
 	w->fp = fdopen(fd, "wb");
 	if (!w->fp) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", w->tmp);
@@ -140,7 +154,6 @@ static int start_writeback(struct mt_atomic *w, struct mt_err *err)
 
 int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_err *err)
 {
-	mt_atomic_step();
 	if (n && fwrite(buf, 1, n, w->fp) != n)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->tmp);
 	w->pending += n;
@@ -149,7 +162,7 @@ int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_er
 	return 0;
 }
 
-static void fsync_dir(const char *path)
+void mt_atomic_sync_dir(const char *path)
 {
 	char *copy = strdup(path);
 	int fd;
@@ -170,7 +183,6 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 
 	if (!w->fp)
 		return mt_err_set(err, MT_EXIT_IO, "internal: commit of a closed writer");
-	mt_atomic_step();
 	if (fflush(w->fp) != 0 || ferror(w->fp))
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->tmp);
 	else if (fsync(fileno(w->fp)) != 0 && errno != EINVAL)
@@ -178,7 +190,8 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 	if (fclose(w->fp) != 0 && !fail)
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot close '%s'", w->tmp);
 	w->fp = NULL;
-	mt_atomic_step();
+	if (!fail)
+		mt_atomic_step(w->tmp); /* synced, not yet renamed */
 	if (!fail && rename(w->tmp, w->path) != 0)
 		fail = mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", w->tmp, w->path);
 	if (fail) {
@@ -186,8 +199,8 @@ int mt_atomic_commit(struct mt_atomic *w, struct mt_err *err)
 		clear(w);
 		return -1;
 	}
-	mt_atomic_step();
-	fsync_dir(w->path);
+	mt_atomic_step(w->path); /* renamed, directory not yet synced */
+	mt_atomic_sync_dir(w->path);
 	clear(w);
 	return 0;
 }
@@ -213,4 +226,31 @@ int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt
 		return -1;
 	}
 	return 0;
+}
+
+int mt_atomic_same(const char *path, const void *const *parts, const size_t *lens, int nparts)
+{
+	struct stat st;
+	size_t total = 0, at = 0;
+	const unsigned char *m;
+	int same = 1, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return 0;
+	for (int i = 0; i < nparts; i++)
+		total += lens[i];
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)total || total == 0) {
+		close(fd);
+		return 0;
+	}
+	m = mmap(NULL, total, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return 0;
+	for (int i = 0; i < nparts && same; i++) {
+		same = memcmp(m + at, parts[i], lens[i]) == 0;
+		at += lens[i];
+	}
+	munmap((void *)m, total);
+	return same;
 }

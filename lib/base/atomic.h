@@ -40,14 +40,22 @@ void mt_atomic_abort(struct mt_atomic *w);
 /* A whole file in one call. */
 int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt_err *err);
 
+/* 1 when path is a regular file holding exactly parts[0..nparts) end to end, else 0:
+ * writers of caches skip a file that would not change (no rewrite, no new inode). */
+int mt_atomic_same(const char *path, const void *const *parts, const size_t *lens, int nparts);
+
 /* Unlink every temporary file still open. Async-signal-safe. */
 void mt_atomic_unlink_all(void);
 
-/* A crash point, for tests of what a kill leaves behind: every write, sync and rename
- * of durable output (here and in the checkpoint writer, lib/ckpt/) is one step; with
- * MT_ATOMIC_KILL_AT=N in the environment the process kills itself (SIGKILL, as kill -9)
- * at its Nth step, counted from 1 over the whole process. Without the variable, a
- * counter and nothing else. */
-void mt_atomic_step(void);
+/* fsync the directory that holds path (best effort: some filesystems refuse). */
+void mt_atomic_sync_dir(const char *path);
+
+/* A numbered step of a write, for tests of what a kill leaves behind: with
+ * MT_ATOMIC_KILL_AT=N in the environment the process kills itself (SIGKILL) at its
+ * Nth step, counted from 1; MT_ATOMIC_KILL_LOG=1 prints each step on stderr. The
+ * layer counts creating a temporary, having synced it and having renamed it; writers
+ * of several files (lib/data/idx.c) add their own steps in between. Without the
+ * variable it costs one load. */
+void mt_atomic_step(const char *what);
 
 #endif

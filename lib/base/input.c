@@ -202,7 +202,8 @@ int mt_input_getline(struct mt_input *in, char **line, size_t *len, struct mt_er
 	size_t scan = in->beg;
 
 	for (;;) {
-		char *nl = memchr(in->buf + scan, '\n', in->end - scan);
+		/* no memchr on the NULL buffer of a stream not read yet */
+		char *nl = in->end > scan ? memchr(in->buf + scan, '\n', in->end - scan) : NULL;
 		ssize_t r;
 
 		if (nl) {

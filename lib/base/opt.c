@@ -262,5 +262,9 @@ int mt_opt_double(struct mt_opt *o, double *out)
 	if (mt_parse_double(o->arg, out))
 		return mt_err_set(&o->err, MT_EXIT_USAGE, "option '--%s': '%s' is not a number",
 				  cur_name(o), o->arg ? o->arg : "");
+	/* no option takes inf or nan: "--lr inf" is a typo or a test, never a setting */
+	if (!isfinite(*out))
+		return mt_err_set(&o->err, MT_EXIT_USAGE, "option '--%s': '%s' is not a finite number",
+				  cur_name(o), o->arg);
 	return 0;
 }

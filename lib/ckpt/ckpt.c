@@ -589,7 +589,7 @@ static int write_group(hid_t f, const char *path, const struct mt_params *t, con
 	if (g < 0)
 		return h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': group '%s'", file, path);
 	for (int i = 0; i < t->n; i++)
-		if ((mt_atomic_step(), write_tensor(g, &t->p[i], buf + t->p[i].offset))) {
+		if ((mt_atomic_step("checkpoint"), write_tensor(g, &t->p[i], buf + t->p[i].offset))) {
 			h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': tensor '%s/%s'", file, path, t->p[i].name);
 			h5_close(&g);
 			return -1;
@@ -863,7 +863,7 @@ int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weight
 		return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", tmp);
 	if (write_h5(file, t, weights, exp_avg, exp_avg_sq, s, err))
 		goto fail;
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	if (fsync_path(file, 0)) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
 		goto fail;
@@ -880,18 +880,18 @@ int mt_ckpt_commit(const char *dir, const char *tmpdir, int64_t iteration, int k
 
 	if (mt_ckpt_iter_dir(final, sizeof(final), dir, iteration, err))
 		return -1;
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	if (fsync_path(tmpdir, 1)) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", tmpdir);
 		rm_tree(tmpdir);
 		return -1;
 	}
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	if (install_dir(tmpdir, final, err)) {
 		rm_tree(tmpdir);
 		return -1;
 	}
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	if (fsync_path(dir, 1))
 		return mt_err_errno(err, MT_EXIT_IO, "cannot sync directory '%s'", dir);
 	if (write_markers(dir, iteration, err))
@@ -1740,7 +1740,7 @@ int mt_ckpt_part_write(const char *tmpdir, const struct mt_ckpt_part *pt, int64_
 	gethostname(host, sizeof(host) - 1);
 	if (fcpl >= 0)
 		H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	f = fcpl < 0 || fapl < 0 ? -1 : H5Fcreate(file, H5F_ACC_EXCL, fcpl, fapl);
 	h5_close(&fcpl);
 	h5_close(&fapl);
@@ -1770,7 +1770,7 @@ int mt_ckpt_part_write(const char *tmpdir, const struct mt_ckpt_part *pt, int64_
 			const struct mt_param *p = &pt->t->p[i];
 			if (!part_writes(pt, i))
 				continue;
-			mt_atomic_step();
+			mt_atomic_step("checkpoint");
 			if (write_piece(g, p, pt->t->tp_rank, bufs[k] + (p->offset - pt->base))) {
 				h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s': tensor '%s/%s'", file, group_path[k],
 					p->name);
@@ -1784,7 +1784,7 @@ out:
 	h5_close(&g);
 	if (H5Fclose(f) < 0 && rc == 0)
 		rc = h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s'", file);
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	if (rc == 0 && fsync_path(file, 0))
 		rc = mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint part '%s'", file);
 	return rc;
@@ -2000,7 +2000,7 @@ int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const st
 	fapl = h5_fapl();
 	if (fcpl >= 0)
 		H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	f = fcpl < 0 || fapl < 0 ? -1 : H5Fcreate(file, H5F_ACC_EXCL, fcpl, fapl);
 	if (f < 0) {
 		h5_fail(err, MT_EXIT_IO, "cannot create checkpoint '%s'", file);
@@ -2031,7 +2031,7 @@ int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const st
 			goto done;
 		}
 		for (int i = 0; i < lt->n; i++) {
-			mt_atomic_step();
+			mt_atomic_step("checkpoint");
 			if (write_virtual(g, &lt->p[i], &lists[k * lt->n + i], shards, group_path[k], NULL)) {
 				h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': tensor '%s/%s'", file, group_path[k],
 					lt->p[i].name);
@@ -2054,7 +2054,7 @@ done:
 	h5_close(&fapl);
 	if (f >= 0 && H5Fclose(f) < 0 && rc == 0)
 		rc = h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s'", file);
-	mt_atomic_step();
+	mt_atomic_step("checkpoint");
 	if (rc == 0 && fsync_path(file, 0))
 		rc = mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
 	if (lists)

@@ -266,7 +266,9 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 				goto out;
 			}
 			NAME("description.txt");
-			if (mt_atomic_write_file(path, bd, strlen(bd), err)) {
+			const void *part = bd;
+			size_t len = strlen(bd);
+			if (!mt_atomic_same(path, &part, &len, 1) && mt_atomic_write_file(path, bd, len, err)) {
 				free(bd);
 				goto out;
 			}
@@ -321,8 +323,16 @@ static int gpt_sample(const struct mt_plan_source *src, const struct mt_plan_use
 		const int32_t *si = x->sample;
 		d0 = si[2 * i], o0 = si[2 * i + 1], d1 = si[2 * i + 2], o1 = si[2 * i + 3];
 	}
+	/* the indices were built here from checked lengths; still, nothing read from
+	 * them is used before it is known to lie inside the arrays and the dataset */
+	if (i < 0 || i >= x->nsample || d0 < 0 || d1 >= x->ndoc || d0 > d1 || o0 < 0)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': sample %lld points outside its indices", src->path,
+				  (long long)idx);
 	for (int64_t d = d0; d <= d1 && k < want; d++) {
 		int64_t seq = x->doc[d], from = d == d0 ? o0 : 0;
+		if (seq < 0 || seq >= src->ix->nseq)
+			return mt_err_set(err, MT_EXIT_DATA, "'%s': sample %lld names sequence %lld of %lld", src->path,
+					  (long long)idx, (long long)seq, (long long)src->ix->nseq);
 		int64_t to = d == d1 ? o1 + X : mt_idx_seq_len(src->ix, seq);
 		if (to > mt_idx_seq_len(src->ix, seq))
 			to = mt_idx_seq_len(src->ix, seq);
@@ -342,10 +352,16 @@ int mt_plan_sample(const struct mt_plan *p, int split, int64_t idx, int32_t *out
 
 	if (!sp->present || sp->size <= 0)
 		return mt_err_set(err, MT_EXIT_DATA, "the %s split has no samples", mt_split_names[split]);
+	if (idx < 0) /* a negative sample counter, e.g. from a damaged checkpoint */
+		return mt_err_set(err, MT_EXIT_DATA, "the %s split's sample %lld: negative", mt_split_names[split],
+				  (long long)idx);
 	idx %= sp->size;
 	if (sp->blended) {
 		d = sp->wide ? ((int32_t *)sp->dataset_index)[idx] : ((int16_t *)sp->dataset_index)[idx];
 		k = sp->dataset_sample_index[idx];
+		if (d < 0 || d >= sp->nsrc || k < 0)
+			return mt_err_set(err, MT_EXIT_DATA, "the %s blend's sample %lld names dataset %d of %d",
+					  mt_split_names[split], (long long)idx, d, sp->nsrc);
 	} else {
 		k = idx;
 	}

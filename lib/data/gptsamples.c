@@ -339,8 +339,12 @@ int mt_gpt_write_cache(const char *dir, const struct mt_gpt_desc *d, const struc
 	if (mt_npy_write(path, x->shuffle_i64 ? "<i8" : "<u4", x->shuffle, (size_t)x->nshuffle, 0, err))
 		goto out;
 	NAME("description.txt");
-	if (mt_atomic_write_file(path, desc, strlen(desc), err))
-		goto out;
+	{
+		const void *part = desc;
+		size_t len = strlen(desc);
+		if (!mt_atomic_same(path, &part, &len, 1) && mt_atomic_write_file(path, desc, len, err))
+			goto out;
+	}
 #undef NAME
 	rc = 0;
 out:

@@ -10,8 +10,9 @@
  * The writer streams: tokens go straight to the .bin, lengths and document
  * indices to temporary spill files, so memory does not grow with the dataset;
  * commit assembles the .idx and renames both files into place. The reader maps
- * both files read-only and checks the header and the sizes at open; the full
- * O(S+D) consistency check is mt_idx_verify. Sample building and blending live
+ * both files read-only and validates every length, pointer and document index
+ * against the .bin size at open (mt_idx_verify, a vectorized O(S+D) pass), so
+ * the accessors cannot reach outside the maps. Sample building and blending live
  * elsewhere (gptsamples.c, blend.c). All counts and offsets are 64-bit. */
 #ifndef MT_IDX_H
 #define MT_IDX_H
@@ -88,9 +89,12 @@ int64_t mt_idx_writer_sequences(const struct mt_idx_writer *w);
 /* Documents added (not counting the leading 0 of the document index). */
 int64_t mt_idx_writer_documents(const struct mt_idx_writer *w);
 int64_t mt_idx_writer_tokens(const struct mt_idx_writer *w);
-/* Write the .idx, fsync, rename both files into place (.bin first, then .idx)
- * and free w, whatever the outcome. On failure nothing new is left under the
- * final names and every temporary is removed. */
+/* Write the .idx and fsync it, then replace the dataset in an order a reader can
+ * tell apart: remove an existing PREFIX.idx, rename the .bin into place, rename
+ * the .idx into place (the directory synced after each). Killed at any point, a
+ * reader finds the old pair, the new pair, or no .idx (MT_EXIT_IO, "missing"),
+ * never an .idx beside a .bin it does not describe. w is freed whatever the
+ * outcome; on failure every temporary is removed. */
 int mt_idx_writer_commit(struct mt_idx_writer *w, struct mt_err *err);
 /* Remove the temporaries and free w. NULL is allowed. */
 void mt_idx_writer_abort(struct mt_idx_writer *w);
@@ -120,19 +124,27 @@ struct mt_idx {
 /* Open PREFIX.idx and PREFIX.bin (a trailing ".bin" or ".idx" on prefix is
  * dropped). Checks the magic, version 1, a known dtype, D >= 1, an .idx of at
  * least 34+12S+8D bytes (more is allowed: a multimodal modes array), the .bin
- * size against the last pointer and length, and doc_idx[D-1] == S. Bad data is
- * MT_EXIT_DATA with a message naming the file ("'x.idx': bad magic (not a
- * Megatron MMIDIDX index)"); failing to open or map is MT_EXIT_IO. */
+ * size against the last pointer and length, doc_idx[D-1] == S, then every entry
+ * (mt_idx_verify). Bad data is MT_EXIT_DATA with a message naming the file and
+ * the field ("'x.idx': sequence 7 has negative length -1"); a name that is
+ * missing, unreadable or not a regular file (a directory, a FIFO: refused
+ * without waiting) is MT_EXIT_IO. */
 int mt_idx_open(struct mt_idx **ix, const char *prefix, struct mt_err *err);
+/* mt_idx_open without the O(S+D) pass: header and sizes only. The accessors are
+ * safe only on entries the caller has checked; for tests of the 64-bit header
+ * arithmetic on sparse files of many GB, which the full pass would read whole. */
+int mt_idx_open_header(struct mt_idx **ix, const char *prefix, struct mt_err *err);
 /* NULL is allowed. */
 void mt_idx_close(struct mt_idx *ix);
-/* Everything mt_idx_open does not check, in one pass over the index: lengths
- * >= 0, pointers contiguous from 0 (p[i+1] == p[i] + len[i]*itemsize), the
- * document index starting at 0 and never decreasing. MT_EXIT_DATA on the first
- * inconsistency, naming the file and the entry. */
+/* Every entry, in one pass over the index (mt_idx_open runs it): lengths >= 0,
+ * pointers contiguous from 0 (p[i+1] == p[i] + len[i]*itemsize) ending at the
+ * .bin size, the document index starting at 0 and never decreasing.
+ * MT_EXIT_DATA on the first inconsistency, naming the file and the entry.
+ * Cost: docs/perf.md ("Opening a dataset"). */
 int mt_idx_verify(const struct mt_idx *ix, struct mt_err *err);
 
-/* Accessors: no bounds checks; i in [0, S) (mt_idx_doc: [0, D)). */
+/* Accessors: no bounds checks; i in [0, S) (mt_idx_doc: [0, D)), j below the
+ * sequence's length: after mt_idx_open every such access lies inside the maps. */
 int32_t mt_idx_seq_len(const struct mt_idx *ix, int64_t i);
 int64_t mt_idx_seq_ptr(const struct mt_idx *ix, int64_t i); /* byte offset into the .bin */
 int64_t mt_idx_doc(const struct mt_idx *ix, int64_t i);

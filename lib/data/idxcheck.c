@@ -55,7 +55,7 @@ static int map_ro(const char *path, const unsigned char **map, size_t *size, str
 {
 	struct stat st;
 	void *m;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
 
 	if (fd < 0)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot open '%s'", path);

@@ -48,6 +48,12 @@ int mt_npy_write(const char *path, const char *descr, const void *data, size_t r
 	header[n++] = '\n';
 	pre[8] = (unsigned char)(n & 0xff);
 	pre[9] = (unsigned char)(n >> 8);
+	{ /* an identical file on disk stays as it is */
+		const void *parts[3] = { pre, header, data };
+		size_t lens[3] = { sizeof(pre), n, rows * (cols ? cols : 1) * isz };
+		if (mt_atomic_same(path, parts, lens, 3))
+			return 0;
+	}
 	if (mt_atomic_open(&w, path, err))
 		return -1;
 	if (mt_atomic_write(&w, pre, sizeof(pre), err) || mt_atomic_write(&w, header, n, err) ||

@@ -2,6 +2,7 @@
 #include "model/config.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,9 +12,12 @@ void mt_config_defaults(struct mt_config *c)
 		c->num_query_groups = c->num_attention_heads;
 	if (!c->kv_channels && c->num_attention_heads)
 		c->kv_channels = c->hidden_size / c->num_attention_heads;
-	if (!c->ffn_hidden_size)
-		/* Megatron: with SwiGLU, 2/3 of 4h rounded down to a multiple of 64 */
-		c->ffn_hidden_size = c->swiglu ? (int)((4.0 * c->hidden_size * 2 / 3) / 64) * 64 : 4 * c->hidden_size;
+	if (!c->ffn_hidden_size) {
+		/* Megatron: with SwiGLU, 2/3 of 4h rounded down to a multiple of 64; computed in
+		 * 64 bits, and left 0 (refused by mt_config_validate) when it does not fit an int */
+		int64_t f = c->swiglu ? (int64_t)((4.0 * c->hidden_size * 2 / 3) / 64) * 64 : 4 * (int64_t)c->hidden_size;
+		c->ffn_hidden_size = f > 0 && f <= INT_MAX ? (int)f : 0;
+	}
 	if (!c->max_position_embeddings)
 		c->max_position_embeddings = c->seq_length;
 	if (!c->make_vocab_size_divisible_by)
@@ -39,15 +43,25 @@ int mt_config_validate(const struct mt_config *c, struct mt_err *err)
 {
 #define NEED(cond, ...) \
 	do { if (!(cond)) return mt_err_set(err, MT_EXIT_USAGE, __VA_ARGS__); } while (0)
+	/* 0 is a flag never given; below 0 can only come from a stored config */
+	NEED(c->num_layers != 0, "--num-layers is required");
 	NEED(c->num_layers > 0, "--num-layers must be positive");
+	NEED(c->hidden_size != 0, "--hidden-size is required");
 	NEED(c->hidden_size > 0, "--hidden-size must be positive");
+	NEED(c->num_attention_heads != 0, "--num-attention-heads is required");
 	NEED(c->num_attention_heads > 0, "--num-attention-heads must be positive");
-	NEED(c->hidden_size % c->num_attention_heads == 0 || c->kv_channels > 0,
-	     "--hidden-size %d is not a multiple of --num-attention-heads %d", c->hidden_size, c->num_attention_heads);
 	NEED(c->num_query_groups > 0 && c->num_attention_heads % c->num_query_groups == 0,
 	     "--num-query-groups %d must divide --num-attention-heads %d", c->num_query_groups, c->num_attention_heads);
+	NEED(c->ffn_hidden_size > 0 || c->hidden_size <= INT_MAX / 4,
+	     "--hidden-size %d: the default --ffn-hidden-size (4 x --hidden-size) does not fit in 32 bits", c->hidden_size);
 	NEED(c->ffn_hidden_size > 0, "--ffn-hidden-size must be positive");
+	NEED(c->seq_length != 0, "--seq-length is required");
 	NEED(c->seq_length > 0, "--seq-length must be positive");
+	NEED(c->max_position_embeddings > 0, "--max-position-embeddings must be positive");
+	NEED(c->make_vocab_size_divisible_by > 0, "--make-vocab-size-divisible-by must be positive");
+	NEED((int64_t)c->num_attention_heads * c->kv_channels <= INT_MAX &&
+	     (int64_t)c->num_query_groups * c->kv_channels <= INT_MAX,
+	     "--num-attention-heads %d x --kv-channels %d does not fit in 32 bits", c->num_attention_heads, c->kv_channels);
 	NEED(c->position_embedding_type != MT_POS_LEARNED || c->max_position_embeddings >= c->seq_length,
 	     "--max-position-embeddings %d is below --seq-length %d", c->max_position_embeddings, c->seq_length);
 	NEED(c->position_embedding_type != MT_POS_ROPE || c->kv_channels % 2 == 0,
@@ -57,6 +71,12 @@ int mt_config_validate(const struct mt_config *c, struct mt_err *err)
 	NEED(c->attention_dropout == 0 && c->hidden_dropout == 0,
 	     "dropout is not implemented: --attention-dropout and --hidden-dropout must be 0");
 	NEED(c->norm_epsilon > 0, "--norm-epsilon must be positive");
+	NEED(c->init_method_std > 0 && c->init_method_std < 1e30, "--init-method-std must be positive");
+	NEED(c->rotary_base > 0, "--rotary-base must be positive");
+	/* every size product below in 64 bits: the parameter count, in floating point so
+	 * that it cannot wrap, must leave room for weights, gradients and AdamW's state */
+	NEED(mt_config_params_estimate(c) < 0x1p56, "the model is too large: %.3g parameters (the sizes multiply past 2^56)",
+	     mt_config_params_estimate(c));
 #undef NEED
 	return 0;
 }
@@ -138,6 +158,15 @@ int mt_config_from_json(struct mt_config *c, const char *text, struct mt_err *er
 	json_decref(o);
 	mt_config_defaults(c);
 	return mt_config_validate(c, err);
+}
+
+double mt_config_params_estimate(const struct mt_config *c)
+{
+	double h = c->hidden_size, f = c->ffn_hidden_size, v = (double)c->padded_vocab_size;
+	double q = (double)c->num_attention_heads * c->kv_channels, kv = (double)c->num_query_groups * c->kv_channels;
+	double layer = h * (q + 2 * kv) + q * h + h * f * (c->swiglu ? 2 : 1) + f * h + 4 * h + q + 2 * kv + 2 * f;
+
+	return v * h * 2 + (double)c->max_position_embeddings * h + (double)c->num_layers * layer + 2 * h;
 }
 
 int64_t mt_config_num_params(const struct mt_config *c)

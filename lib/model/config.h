@@ -52,6 +52,9 @@ int mt_config_from_json(struct mt_config *c, const char *json, struct mt_err *er
 
 /* Parameters and floating-point operations per token (forward + backward = 3x forward,
  * attention included), for logs, MFU and --dry-run. */
+/* An upper bound of the parameter count in floating point, which cannot wrap: what
+ * mt_config_validate checks before anything is sized from the config. */
+double mt_config_params_estimate(const struct mt_config *c);
 int64_t mt_config_num_params(const struct mt_config *c);
 double mt_config_flops_per_token(const struct mt_config *c);
 

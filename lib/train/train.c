@@ -1021,6 +1021,14 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		tr.consumed_train += gbs;
 		tr.iteration++;
 		tokens_since += gbs * L;
+		/* Megatron's --check-for-nan-in-loss-and-grad (fp16 overflows excepted: the loss
+		 * scale handles them) */
+		if ((!isfinite(loss) || (nonfinite && nonfinite != MT_GRAD_OVERFLOW)) && !a->skip_nonfinite_loss) {
+			mt_err_set(err, MT_EXIT_DATA, "iteration %lld: the %s is %s: stopping (--no-check-for-nan-in-loss-and-grad "
+				   "skips such steps instead)", (long long)tr.iteration, isfinite(loss) ? "gradient" : "loss",
+				   isfinite(loss) ? "not finite" : isnan(loss) ? "nan" : "inf");
+			goto out;
+		}
 		if (!isfinite(loss) || nonfinite) {
 			bad = 1;
 			skipped++;

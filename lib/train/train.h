@@ -38,6 +38,8 @@ struct mt_train_args {
 	uint64_t seed;
 	int mock_data;
 	int64_t max_skipped_steps;      /* consecutive */
+	int skip_nonfinite_loss;        /* 0: a non-finite loss stops the run (Megatron's
+					 * --check-for-nan-in-loss-and-grad); 1: the step is skipped */
 	const struct mt_plan_args *data; /* NULL with mock data */
 	const char *train_args_json;    /* stored in checkpoints */
 	int quiet;

@@ -3,9 +3,10 @@
  *   - nearest-rank percentiles on hand-computed sets, long documents (the
  *     sorted list), accumulators added together, counts beyond 2^32;
  *   - datasets of more than 2^31 sequences and more than 2^31 documents, as
- *     sparse .idx files of 16-26 GB that take a few KiB of disk: opened and read
- *     through the accessors at offsets beyond 2^32 (mt_idx_verify would fault
- *     in every page, so it is not run on them; the counts are the header's);
+ *     sparse .idx files of 16-26 GB that take a few KiB of disk: opened with
+ *     mt_idx_open_header and read through the accessors at offsets beyond 2^32
+ *     (mt_idx_open's full pass would fault in every page, so it is not run on
+ *     them; the counts are the header's);
  *   - the size a garbage header asks for, computed without wrapping.
  * Writing 2^31 real documents is out of reach of a test; these check that no
  * count or offset goes through 32 bits on the way. */
@@ -161,7 +162,7 @@ static void test_idxstat_sequences_past_2_31(void)
 		fwrite(bin, 1, sizeof(bin), f);
 		fclose(f);
 	}
-	if (!ok(mt_idx_open(&ix, p, &e) == 0, "open a .idx of %llu bytes, %llu sequences", (unsigned long long)size,
+	if (!ok(mt_idx_open_header(&ix, p, &e) == 0, "open a .idx of %llu bytes, %llu sequences", (unsigned long long)size,
 		(unsigned long long)s)) {
 		printf("#   %s\n", e.msg);
 	} else {
@@ -205,7 +206,7 @@ static void test_idxstat_documents_past_2_31(void)
 	f = fopen(b, "wb");
 	if (f)
 		fclose(f);
-	if (!ok(mt_idx_open(&ix, p, &e) == 0, "open a .idx of %llu document index entries", (unsigned long long)d)) {
+	if (!ok(mt_idx_open_header(&ix, p, &e) == 0, "open a .idx of %llu document index entries", (unsigned long long)d)) {
 		printf("#   %s\n", e.msg);
 	} else {
 		is_int(ix->ndoc_idx - 1, (int64_t)d - 1, "2^31 + 1 documents");
