@@ -22,6 +22,7 @@
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/lrsched.h"
+#include "train/tblog.h"
 
 struct mt_train_args {
 	struct mt_config cfg;
@@ -34,6 +35,7 @@ struct mt_train_args {
 	const char *save, *load;
 	int keep_last;
 	const char *log_json;           /* JSON lines file, or NULL */
+	struct mt_tblog_args tensorboard; /* --tensorboard-dir and its flags (dir NULL: none) */
 	uint64_t seed;
 	int mock_data;
 	int64_t max_skipped_steps;      /* consecutive */
