@@ -211,3 +211,23 @@ EOF
 		--micro-batch-size 2 --train-iters 2 --step-batch-size-schedule "0:2 1M:4"
 	[[ $stderr == *"step batch-size schedule is not implemented yet"* ]]
 }
+
+@test "the checked-in protobuf-c code is what protoc-c makes of tfevent.proto (make proto)" {
+	command -v protoc-c >/dev/null || skip "protoc-c not found (scripts/install-deps.sh --test installs protobuf-c-compiler)"
+	cd "$BATS_TEST_TMPDIR"
+	cp "$MT_ROOT/lib/base/tfevent.proto" .
+	protoc-c --c_out=. tfevent.proto
+	cmp tfevent.pb-c.c "$MT_ROOT/lib/base/tfevent.pb-c.c"
+	cmp tfevent.pb-c.h "$MT_ROOT/lib/base/tfevent.pb-c.h"
+}
+
+@test "set-up: the README's two commands, the test one with --test, and CI runs exactly the README's test command" {
+	grep -qx 'scripts/install-deps.sh && make -j"$(nproc)" demo' "$MT_ROOT/README.md"
+	grep -qx 'scripts/install-deps.sh --test && make -j"$(nproc)" test' "$MT_ROOT/README.md"
+	[ "$(tail -1 "$MT_ROOT/.ci/run")" = 'scripts/install-deps.sh --test && make -j"$(nproc)" test' ]
+	# the test-only packages are not in the plain list
+	run -0 bash -c "sed -n '/^PACKAGES=(/,/^)/p' '$MT_ROOT/scripts/install-deps.sh'"
+	[[ $output != *python3-torch* && $output != *bats* && $output != *slurmd* ]]
+	[[ $output == *libprotobuf-c-dev* && $output == *libisal-dev* ]]
+	run -2 "$MT_ROOT/scripts/install-deps.sh" --no-such-flag
+}
