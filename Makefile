@@ -11,6 +11,7 @@
 #                      $(BUILD)-san/bin (the same as make SANITIZE=1 BUILD=build-san CUDA=0 MPI=0);
 #                      make test builds them and runs tests/hostile.bats with them
 #   make install       PREFIX=/usr/local DESTDIR= : binaries, docs, share, templates
+#   make proto         regenerate lib/base/tfevent.pb-c.[ch] from tfevent.proto (protoc-c)
 #   make V=1           show full command lines
 
 VERSION := 0.1.0
@@ -29,7 +30,8 @@ endif
 CC ?= cc
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd zlib
+# zlib: CRC-32 of Megatron's ZIP checkpoints; libprotobuf-c and libisal: TensorBoard event files (lib/base/tfevents.c)
+PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd zlib libprotobuf-c libisal
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -95,7 +97,7 @@ LIB_SRC := $(wildcard $(LAYERS:%=lib/%/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC := $(wildcard kernels/*.cu)
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
-TOOL_OBJ := $(BUILD)/bin/tool.o $(BUILD)/bin/dataopts.o
+TOOL_OBJ := $(BUILD)/bin/tool.o $(BUILD)/bin/dataopts.o $(BUILD)/bin/megatronopts.o
 BINS := $(TOOLS:%=$(BUILD)/bin/%)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -191,6 +193,12 @@ sanitize-tools:
 
 check-layers:
 	$(Q)scripts/check-layers.sh
+
+# The protobuf-c code of TensorBoard's event messages is checked in (so building needs
+# only the library, not protoc-c); regenerate it after editing the .proto.
+.PHONY: proto
+proto:
+	$(Q)cd lib/base && protoc-c --c_out=. tfevent.proto
 
 demo: $(BINS)
 	$(Q)scripts/demo.sh

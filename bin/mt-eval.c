@@ -18,6 +18,7 @@
 #include "base/files.h"
 #include "data/dataplan.h"
 #include "eval/ledger.h"
+#include "base/tfevents.h"
 #include "eval/lmeval.h"
 #include "base/log.h"
 #include "ckpt/model.h"
@@ -45,13 +46,14 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_LOAD = 256, O_WATCH, O_LEDGER, O_WAIT, O_VALID, O_TEST, O_WIKITEXT, O_LAMBADA, O_OVERLAP, O_MBS,
-	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE, O_DETOK, O_BF16,
+	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE, O_DETOK, O_BF16, O_TB_DIR,
 };
 
 static const struct mt_option opts[] = {
 	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "CKPT", "a checkpoint directory (its latest), an iteration directory or an .h5 file" },
 	{ "watch", 0, MT_ARG_REQUIRED, O_WATCH, "DIR", "evaluate every complete checkpoint under DIR not yet in the ledger" },
 	{ "ledger", 0, MT_ARG_REQUIRED, O_LEDGER, "FILE", "JSON lines of finished evaluations (with --watch)" },
+	{ "tensorboard-dir", 0, MT_ARG_REQUIRED, O_TB_DIR, "DIR", "with --watch: each result also as TensorBoard scalars eval/TASK/METRIC" },
 	{ "wait", 0, MT_ARG_NONE, O_WAIT, NULL, "wait for another run's lock instead of exiting 0" },
 	{ "valid", 0, MT_ARG_NONE, O_VALID, NULL, "loss and perplexity on the valid split" },
 	{ "test", 0, MT_ARG_NONE, O_TEST, NULL, "loss and perplexity on the test split" },
@@ -79,6 +81,7 @@ struct cli {
 	int argc;
 	char **argv;
 	const char *load, *watch, *ledger, *wikitext, *lambada;
+	const char *tb_dir;                 /* --tensorboard-dir (with --watch) */
 	int wait, json, quiet, task[T_N];
 	int device_cuda, bf16;              /* device_cuda -1: cuda when a GPU is visible */
 	int detok;                          /* -1: auto */
@@ -480,6 +483,31 @@ static void print_result(const struct cli *c, const struct mt_model *m, const st
 	fflush(stdout);
 }
 
+/* --tensorboard-dir: one event file a run of the watch mode, made when there is a first
+ * result; each metric of a task a scalar "eval/TASK/METRIC" at the checkpoint's iteration,
+ * written at once (a queue of one), after its ledger line. */
+static struct mt_tfevents tb;
+static int tb_open;
+
+static void tb_result(const struct cli *c, int64_t iteration, const struct result *r)
+{
+	struct mt_err e = { 0 };
+
+	if (!tb_open) {
+		if (mt_tfevents_open(&tb, c->tb_dir, 1, &e))
+			mt_die_err(&e);
+		tb_open = 1;
+	}
+	for (int i = 0; i < r->nm; i++) {
+		char tag[160];
+		if (!isfinite(r->mval[i]))
+			continue;
+		snprintf(tag, sizeof(tag), "eval/%s/%s", r->task, r->mname[i]);
+		if (mt_tfevents_scalar(&tb, tag, r->mval[i], iteration, &e))
+			mt_die_err(&e);
+	}
+}
+
 /* Evaluate the tasks of `want` on one checkpoint; each result goes to stdout and, with a
  * ledger, into it as soon as it is done. */
 static void eval_checkpoint(const struct cli *c, const char *path, const int *want, struct mt_ledger *ledger,
@@ -525,6 +553,8 @@ static void eval_checkpoint(const struct cli *c, const char *path, const int *wa
 		line = result_json(&m, &r);
 		if (ledger && mt_ledger_append(ledger, m.iteration, r.task, line, &e))
 			mt_die_err(&e);
+		if (ledger && c->tb_dir)
+			tb_result(c, m.iteration, &r);
 		print_result(c, &m, &r, line, header);
 		if (!c->quiet && !c->json)
 			mt_info("%s: %lld tokens in %.2f s (%.0f tokens/s)", r.task, (long long)r.tokens, r.seconds,
@@ -584,6 +614,8 @@ static int watch(const struct cli *c)
 	} while (any);
 	if (!evaluated && !c->quiet)
 		mt_info("nothing new under '%s'", c->watch);
+	if (tb_open && mt_tfevents_close(&tb, &e))
+		mt_die_err(&e);
 	mt_ledger_close(&l);
 	return 0;
 }
@@ -622,6 +654,7 @@ int main(int argc, char **argv)
 		case O_WATCH: c.watch = o.arg; break;
 		case O_LEDGER: c.ledger = o.arg; break;
 		case O_WAIT: c.wait = 1; break;
+		case O_TB_DIR: c.tb_dir = o.arg; break;
 		case O_VALID: c.task[T_VALID] = 1; break;
 		case O_TEST: c.task[T_TEST] = 1; break;
 		case O_WIKITEXT: c.wikitext = o.arg; c.task[T_WIKITEXT] = 1; break;
@@ -663,6 +696,8 @@ int main(int argc, char **argv)
 		mt_die_usage(&o, "--watch needs --ledger FILE");
 	if (c.ledger && !c.watch)
 		mt_die_usage(&o, "--ledger goes with --watch");
+	if (c.tb_dir && !c.watch)
+		mt_die_usage(&o, "--tensorboard-dir goes with --watch");
 	if (!ntasks)
 		mt_die_usage(&o, "no task: give --valid, --test, --data-path, --wikitext FILE or --lambada FILE");
 	if (c.device_cuda < 0)

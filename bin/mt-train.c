@@ -9,12 +9,14 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "train/batchsteps.h"
 #include "train/estimate.h"
 #include "base/log.h"
 #include "text/tokenizer.h"
 #include "model/params.h"
 #include "train/train.h"
 #include "dataopts.h"
+#include "megatronopts.h"
 #include "tool.h"
 
 static const char *const synopsis[] = {
@@ -45,6 +47,7 @@ enum {
 	O_DIST_OPT, O_DIST_TIMEOUT, O_DIST_TIMEOUT_S, O_DRY_RUN, O_WORLD, O_GPUS_PER_NODE, O_RAMPUP,
 	O_WARMUP_SAMPLES, O_DECAY_SAMPLES, O_BUCKET,
 	O_PP_SCHEDULE, O_VP_LAYERS, O_VP_STAGES, O_VP_GROUP, O_PP_FIRST, O_PP_LAST,
+	O_TB_DIR, O_TB_INTERVAL, O_TB_QUEUE, O_TB_TIMERS, O_TB_VALID_PPL, O_TB_MEMORY, O_STEP_BATCH,
 };
 
 static const struct mt_option opts[] = {
@@ -85,6 +88,12 @@ static const struct mt_option opts[] = {
 	{ "lr-wsd-decay-style", 0, MT_ARG_REQUIRED, O_WSD_STYLE, "S", "linear, cosine, exponential (default), minus_sqrt" },
 	{ "log-interval", 0, MT_ARG_REQUIRED, O_LOG_INTERVAL, "N", "a log line every N iterations (default 100)" },
 	{ "log-json", 0, MT_ARG_REQUIRED, O_LOG_JSON, "FILE", "append the log lines to FILE as JSON lines" },
+	{ "tensorboard-dir", 0, MT_ARG_REQUIRED, O_TB_DIR, "DIR", "write TensorBoard event files into DIR (Megatron's tags)" },
+	{ "tensorboard-log-interval", 0, MT_ARG_REQUIRED, O_TB_INTERVAL, "N", "TensorBoard scalars every N iterations (default 1)" },
+	{ "tensorboard-queue-size", 0, MT_ARG_REQUIRED, O_TB_QUEUE, "N", "events held in memory before a write (default 1000)" },
+	{ "log-timers-to-tensorboard", 0, MT_ARG_NONE, O_TB_TIMERS, NULL, "also iteration-time and throughput" },
+	{ "log-validation-ppl-to-tensorboard", 0, MT_ARG_NONE, O_TB_VALID_PPL, NULL, "also the validation perplexity" },
+	{ "log-memory-to-tensorboard", 0, MT_ARG_NONE, O_TB_MEMORY, NULL, "also the memory held" },
 	{ "save", 0, MT_ARG_REQUIRED, O_SAVE, "DIR", "checkpoint directory" },
 	{ "save-interval", 0, MT_ARG_REQUIRED, O_SAVE_INTERVAL, "N", "save every N iterations (and at the end)" },
 	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "DIR", "resume from DIR's latest checkpoint (or DIR/iter_N)" },
@@ -127,10 +136,12 @@ static const struct mt_option opts[] = {
 	{ "dry-run", 0, MT_ARG_NONE, O_DRY_RUN, NULL, "print rank layout, parameters, memory per GPU and FLOPs per step; train nothing" },
 	{ "world-size", 0, MT_ARG_REQUIRED, O_WORLD, "N", "ranks for --dry-run (default: the launcher's)" },
 	{ "gpus-per-node", 0, MT_ARG_REQUIRED, O_GPUS_PER_NODE, "N", "for --dry-run's node count (default 8)" },
+	{ "step-batch-size-schedule", 0, MT_ARG_LIST, O_STEP_BATCH, "\"T:B ...\"", "global batch B from T tokens on (T with K, M, B or T suffixes; --dry-run only)" },
 	{ "rampup-batch-size", 0, MT_ARG_LIST, O_RAMPUP, "START INCR SAMPLES", "grow the global batch from START by INCR over SAMPLES samples" },
 	{ "lr-warmup-samples", 0, MT_ARG_REQUIRED, O_WARMUP_SAMPLES, "N", "warmup in samples (sample-based schedule)" },
 	{ "lr-decay-samples", 0, MT_ARG_REQUIRED, O_DECAY_SAMPLES, "N", "decay in samples (default: --train-samples)" },
 	MT_DATA_OPTIONS,
+	MT_MEGATRON_OPTIONS,
 	{ 0 },
 };
 
@@ -231,6 +242,7 @@ int main(int argc, char **argv)
 	int id, gqa = 0, dry = 0, device = -1;
 	double timeout = 600;
 	struct mt_dist dist;
+	struct mt_batch_steps steps = { 0 };
 
 	mt_tool_start(&info);
 	argv = with_config(&argc, argv);
@@ -241,6 +253,8 @@ int main(int argc, char **argv)
 	a.cfg.add_bias_linear = 1;
 	a.clip_grad = 1.0;
 	a.log_interval = 100;
+	a.tensorboard.interval = 1;
+	a.tensorboard.queue_size = 1000;
 	a.eval_interval = 1000;
 	a.eval_iters = 100;
 	a.max_skipped_steps = 10;
@@ -262,6 +276,8 @@ int main(int argc, char **argv)
 				a.eval_iters = d.eval_iters;
 			continue;
 		}
+		if (mt_megatron_take(&o, id))
+			continue;
 		switch (id) {
 		case MT_OPT_ARG: mt_die_usage(&o, "unexpected argument '%s'", o.arg);
 		case O_CONFIG: break; /* read already */
@@ -368,6 +384,16 @@ int main(int argc, char **argv)
 		}
 		case O_LOG_INTERVAL: a.log_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_LOG_JSON: a.log_json = o.arg; break;
+		case O_TB_DIR: a.tensorboard.dir = o.arg; break;
+		case O_TB_INTERVAL: a.tensorboard.interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
+		case O_TB_QUEUE: a.tensorboard.queue_size = (int)mt_tool_num(&o, 1, 1 << 20); break;
+		case O_TB_TIMERS: a.tensorboard.timers = 1; break;
+		case O_TB_VALID_PPL: a.tensorboard.validation_ppl = 1; break;
+		case O_TB_MEMORY: a.tensorboard.memory = 1; break;
+		case O_STEP_BATCH:
+			if (mt_batch_steps_parse(&steps, o.list, o.nlist, &e))
+				mt_die_usage(&o, "%s", e.msg);
+			break;
 		case O_SAVE: a.save = o.arg; break;
 		case O_SAVE_INTERVAL: a.save_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_LOAD: a.load = o.arg; break;
@@ -472,6 +498,23 @@ int main(int argc, char **argv)
 		a.cfg.num_query_groups = 0;
 	if (a.micro_batch_size <= 0)
 		mt_die_usage(&o, "--micro-batch-size is required");
+	if (!d.tok_type && d.vocab && d.merges) {
+		/* Megatron's GPT examples name the two files and no type: they describe GPT-2's BPE */
+		d.tok_type = "GPT2BPETokenizer";
+		if (!o.quiet)
+			mt_info("--vocab-file and --merge-file without --tokenizer-type: GPT2BPETokenizer");
+	}
+	if (steps.n) {
+		/* Megatron refuses a schedule beside --global-batch-size; its launch script gives
+		 * both, agreeing: the schedule's last batch is the global batch */
+		if (d.gbs <= 0)
+			d.gbs = steps.batch[steps.n - 1];
+		else if (d.gbs != steps.batch[steps.n - 1])
+			mt_die_usage(&o, "--step-batch-size-schedule ends at a batch of %lld but --global-batch-size is %lld",
+				     (long long)steps.batch[steps.n - 1], d.gbs);
+		if (rampup[0])
+			mt_die_usage(&o, "give --step-batch-size-schedule or --rampup-batch-size, not both");
+	}
 	if (d.gbs <= 0)
 		d.gbs = a.micro_batch_size;
 	a.global_batch_size = d.gbs;
@@ -567,9 +610,21 @@ int main(int argc, char **argv)
 		if (mt_estimate(&ea, &est, &e))
 			mt_die_err(&e);
 		mt_estimate_print(stdout, &ea, &est);
+		for (int k = 0; k < steps.n; k++) {
+			/* thresholds are tokens (Megatron, with the sequence length known) */
+			int64_t md = a.micro_batch_size * ea.dp;
+			if (steps.batch[k] % md)
+				mt_die(MT_EXIT_USAGE, "--step-batch-size-schedule: batch %lld is not a multiple of micro-batch x "
+				       "data-parallel size %lld", (long long)steps.batch[k], (long long)md);
+			printf("%s%lld from %.6g tokens (sample %.0f)%s", k ? ", " : "batch-size schedule: ",
+			       (long long)steps.batch[k], steps.at[k], steps.at[k] / a.cfg.seq_length, k == steps.n - 1 ? "\n" : "");
+		}
 		mt_estimate_free(&est);
 		return 0;
 	}
+	if (steps.n)
+		mt_die(MT_EXIT_USAGE, "--step-batch-size-schedule: training with a step batch-size schedule is not "
+		       "implemented yet (--dry-run reports it); use --rampup-batch-size START INCR SAMPLES");
 	/* after --dry-run, which sizes GPU runs on machines without one */
 	if (device < 0)
 		device = mt_backend_cuda_usable();

@@ -41,12 +41,13 @@ mt-index build --data-path "$DEMO/corpus_text_document" --seq-length 128 --train
 ls "$DEMO/cache" | sed 's/^/  /' >&2
 
 step "train: a tiny GPT on the corpus, on the CPU (about half a minute); watch the loss fall"
-rm -rf "$DEMO/ckpt" "$DEMO/train-log.jsonl"
+rm -rf "$DEMO/ckpt" "$DEMO/train-log.jsonl" "$DEMO/tensorboard"
 mt-train --config share/configs/tiny.conf --data-path "$DEMO/corpus_text_document" \
 	--tokenizer-type GPT2BPETokenizer --vocab-file "$DEMO/bpe-vocab.json" --merge-file "$DEMO/bpe-merges.txt" \
 	--micro-batch-size 16 --global-batch-size 32 --train-iters 400 --lr 3e-3 --min-lr 3e-4 \
 	--lr-decay-style cosine --lr-warmup-iters 30 --log-interval 50 --eval-interval 200 --eval-iters 10 \
-	--data-cache-path "$DEMO/cache" --save "$DEMO/ckpt" --log-json "$DEMO/train-log.jsonl"
+	--data-cache-path "$DEMO/cache" --save "$DEMO/ckpt" --log-json "$DEMO/train-log.jsonl" \
+	--tensorboard-dir "$DEMO/tensorboard" --log-validation-ppl-to-tensorboard
 python3 - "$DEMO/train-log.jsonl" <<'PY' >&2
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -65,8 +66,9 @@ open(sys.argv[1] + "/heldout.txt", "w").write(" ".join(json.loads(l)["text"] for
 PY
 mt-eval --load "$DEMO/ckpt" --valid --test --wikitext "$DEMO/heldout.txt"
 rm -f "$DEMO/ledger.jsonl"
-mt-eval -q --watch "$DEMO/ckpt" --ledger "$DEMO/ledger.jsonl" --valid
+mt-eval -q --watch "$DEMO/ckpt" --ledger "$DEMO/ledger.jsonl" --valid --tensorboard-dir "$DEMO/tensorboard"
 echo "  ledger: $(wc -l < "$DEMO/ledger.jsonl") line(s) in $DEMO/ledger.jsonl" >&2
+echo "  curves: tensorboard --logdir $DEMO/tensorboard (training and evaluation, Megatron's tag names)" >&2
 
 step "generate: mt-generate, greedy and sampled, with a KV cache"
 mt-generate --load "$DEMO/ckpt" --max-tokens 40 --temperature 0 "Once upon a time" "The little dog"

@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
-# Install the Debian/Ubuntu packages that building mt and running its whole test
-# suite need. Idempotent: packages already present are left alone, and apt is not
-# touched at all when nothing is missing. Works as root or through sudo.
+# Install the Debian/Ubuntu packages mt needs. Idempotent: packages already present are
+# left alone, and apt is not touched at all when nothing is missing. Works as root or
+# through sudo.
+#
+#   scripts/install-deps.sh          what building mt and running the demo need
+#   scripts/install-deps.sh --test   that, plus what only the test suite needs (references
+#                                    such as PyTorch and numpy, Slurm, node, bats, ...)
 #
 # This is the one list of system dependencies; later features add to it here.
 set -euo pipefail
 
+TEST=0
+case ${1:-} in
+--test) TEST=1 ;;
+"") ;;
+-h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+*) printf 'install-deps: error: unknown argument %s (try --test)\n' "$1" >&2; exit 2 ;;
+esac
+
+# building and the demo
 PACKAGES=(
   build-essential      # gcc, make
   pkg-config
@@ -17,24 +30,37 @@ PACKAGES=(
   libjansson-dev       # JSON lines
   nettle-dev           # MD5 of Megatron's index-cache descriptions
   libpcre2-dev         # tokenizer pre-tokenization patterns
+  libmicrohttpd-dev    # mt-generate --server (Megatron's REST interface)
+  libprotobuf-c-dev    # TensorBoard event files: the Event/Summary messages (lib/base/tfevents.c)
+  libisal-dev          # TensorBoard event files: the TFRecords' CRC32C (ISA-L's crc32_iscsi)
+  python3              # the demo corpus generator (share/demo/make-corpus.py)
+  zstd                 # the demo's compressed corpus
+)
+# only the tests: independent references, fixtures, the test runners
+TEST_PACKAGES=(
   bats                 # command-line tests
-  gzip xz-utils zstd bzip2 zip   # test fixtures in every compression libarchive reads
+  gzip xz-utils bzip2 zip   # test fixtures in every compression libarchive reads (zstd is above)
   time                 # /usr/bin/time -v for memory-bound checks
-  python3              # test helpers
   python3-numpy        # independent reference of Megatron's sample indices (numpy's RandomState)
   python3-torch        # independent PyTorch reference of the GPT model (tests/reference/torch_gpt.py)
   python3-h5py         # that reference reads mt's HDF5 checkpoints
+  python3-protobuf python3-crcmod   # the independent TensorBoard event-file reader (tests/reference/tfevents_read.py)
+  protobuf-c-compiler  # the check that lib/base/tfevent.pb-c.[ch] match tfevent.proto
   clang libclang-rt-14-dev   # libFuzzer for the dataset reader's fuzz test
-  libmicrohttpd-dev    # mt-generate --server (Megatron's REST interface)
   curl                 # the server's tests
   munge slurmctld slurmd slurm-client   # a real one-node Slurm for the template tests (tests/slurm/)
 )
 # Needed as commands rather than as particular packages: a node from another
-# source (NodeSource ships npm inside nodejs) is fine. command:package
-COMMANDS=(
+# source (NodeSource ships npm inside nodejs) is fine. command:package (tests only)
+TEST_COMMANDS=(
   node:nodejs          # tokenizer reference ids in the tests (npm's tiktoken)
   npm:npm
 )
+COMMANDS=()
+if ((TEST)); then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+  COMMANDS+=("${TEST_COMMANDS[@]}")
+fi
 
 say() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
@@ -48,7 +74,7 @@ for p in "${PACKAGES[@]}"; do
   [[ $status == "install ok installed" ]] || missing+=("$p")
 done
 
-for c in "${COMMANDS[@]}"; do
+for c in ${COMMANDS[@]+"${COMMANDS[@]}"}; do
   command -v "${c%%:*}" >/dev/null 2>&1 || missing+=("${c#*:}")
 done
 

@@ -52,7 +52,7 @@ setup() {
 # The PyTorch reference runs on Debian's /usr/bin/python3 (python3-torch, python3-h5py).
 need_torch() {
 	/usr/bin/python3 -c 'import h5py, numpy, torch' 2>/dev/null ||
-		skip "/usr/bin/python3 lacks torch or h5py (scripts/install-deps.sh installs them)"
+		skip "/usr/bin/python3 lacks torch or h5py (scripts/install-deps.sh --test installs them)"
 }
 
 # python3 -c with the checks; a failed assert prints its message

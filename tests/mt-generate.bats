@@ -32,7 +32,7 @@ setup() {
 # tests/reference/*.py run on Debian's /usr/bin/python3 with torch and h5py
 need_torch() {
 	/usr/bin/python3 -c 'import h5py, numpy, torch' 2>/dev/null ||
-		skip "/usr/bin/python3 lacks torch or h5py (scripts/install-deps.sh installs them)"
+		skip "/usr/bin/python3 lacks torch or h5py (scripts/install-deps.sh --test installs them)"
 }
 
 field() { # field NAME < json lines: that field of every line, one a line

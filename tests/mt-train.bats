@@ -173,10 +173,10 @@ setup() {
 }
 
 # The PyTorch reference (tests/reference/torch_gpt.py) runs on Debian's /usr/bin/python3 with
-# python3-torch and python3-h5py (scripts/install-deps.sh); the python3 on PATH may lack them.
+# python3-torch and python3-h5py (scripts/install-deps.sh --test); the python3 on PATH may lack them.
 need_torch() {
 	/usr/bin/python3 -c 'import h5py, numpy, torch' 2>/dev/null ||
-		skip "/usr/bin/python3 lacks torch or h5py (scripts/install-deps.sh installs them)"
+		skip "/usr/bin/python3 lacks torch or h5py (scripts/install-deps.sh --test installs them)"
 }
 
 # gpt-step on a tiny model (2 layers, hidden 32, 4 heads, seq 16, vocab 50 padded to 64, B=2,

@@ -93,6 +93,8 @@ struct mt_backend_ops {
 	 * executor's MPI over host memory, float elements). Collective over g. NULL: MPI. */
 	int (*pp_transport)(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **tr,
 			    size_t *elem_bytes, struct mt_err *err);
+	/* fp16's current loss scale, for the logs (NULL: 1, no scaling) */
+	double (*loss_scale)(const struct mt_backend *b);
 };
 
 /* How a backend computes; the CPU backend reads none of it (fp32 always). The caller

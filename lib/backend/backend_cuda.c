@@ -2241,6 +2241,13 @@ static size_t cuda_bytes(const struct mt_backend *b)
 	return s->bytes[0] + s->bytes[1] + s->bytes[2] + s->bytes[3];
 }
 
+static double cuda_loss_scale(const struct mt_backend *b)
+{
+	const struct cu *s = b->state;
+
+	return s->scale;
+}
+
 int mt_backend_cuda_usable(void)
 {
 	return mt_cuda_device_count() > 0;
@@ -2295,6 +2302,11 @@ static size_t cuda_bytes(const struct mt_backend *b)
 {
 	(void)b;
 	return 0;
+}
+static double cuda_loss_scale(const struct mt_backend *b)
+{
+	(void)b;
+	return 1.0;
 }
 static int cuda_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
 			   int real_vocab, struct mt_score_row *out, struct mt_err *err)
@@ -2357,4 +2369,5 @@ const struct mt_backend_ops mt_backend_cuda = {
 	.stage_weight = cuda_stage_weight,
 	.tie_grads = cuda_tie_grads,
 	.pp_transport = cuda_pp_transport,
+	.loss_scale = cuda_loss_scale,
 };

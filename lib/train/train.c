@@ -68,6 +68,8 @@ struct trainer {
 	int32_t *buf, *tok, *tgt;
 	int64_t consumed_train, consumed_valid, iteration;
 	FILE *json;
+	struct mt_tblog tb;             /* --tensorboard-dir (rank 0), open when have_tb */
+	int have_tb;
 	struct mt_dist solo, *d;        /* the ranks (a world of one without a launcher) */
 	struct mt_dp dp;
 	int have_dp;
@@ -928,6 +930,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			goto out;
 		}
 	}
+	if (a->tensorboard.dir && tr.d->rank == 0) {
+		if (mt_tblog_open(&tr.tb, &a->tensorboard, err))
+			goto out;
+		tr.have_tb = 1;
+	}
 	while (tr.iteration < a->train_iters) {
 		double loss = 0;
 		int bad = 0;
@@ -1061,6 +1068,14 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 							valid, exp(valid));
 				}
 			}
+			if (tr.have_tb) {
+				struct mt_tblog_step ts = { tr.iteration, tr.consumed_train, gbs, gbs * L, bad, loss, lr, gnorm,
+							    tr.b.ops->loss_scale ? tr.b.ops->loss_scale(&tr.b) : 1.0, valid,
+							    mt_config_flops_per_token(&a->cfg) * (double)(gbs * L), tr.d->world,
+							    (double)tr.b.ops->bytes(&tr.b) };
+				if (mt_tblog_step(&tr.tb, &ts, err))
+					goto out;
+			}
 			if (tr.ppon && (at_log || !isnan(valid)) && pp_gather_stats(&tr, local, err))
 				goto out;
 			if (at_log || !isnan(valid)) {
@@ -1115,6 +1130,8 @@ out:
 	}
 	if (tr.json)
 		fclose(tr.json);
+	if (tr.have_tb && mt_tblog_close(&tr.tb, rc ? NULL : err))
+		rc = -1;
 	if (tr.have_plan)
 		mt_plan_free(&tr.plan);
 	if (tr.have_dp)

@@ -22,6 +22,7 @@
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/lrsched.h"
+#include "train/tblog.h"
 
 struct mt_train_args {
 	struct mt_config cfg;
@@ -35,6 +36,7 @@ struct mt_train_args {
 	int keep_last;
 	int async_save;                 /* --async-save: parts written by a thread while training goes on */
 	const char *log_json;           /* JSON lines file, or NULL */
+	struct mt_tblog_args tensorboard; /* --tensorboard-dir and its flags (dir NULL: none) */
 	uint64_t seed;
 	int mock_data;
 	int64_t max_skipped_steps;      /* consecutive */
