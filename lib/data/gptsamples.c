@@ -406,7 +406,7 @@ int mt_gpt_read_cache(const char *dir, const struct mt_gpt_desc *d, const int32_
 		goto out;
 	nd = want.epochs * ndocs;
 	NAME("description.txt");
-	if (!(f = fopen(path, "rb")))
+	if (stat(path, &st) != 0 || !(f = fopen(path, "rb")))
 		BAD("'%s' cannot be read", path);
 	text = malloc((size_t)st.st_size + 1);
 	if (!text || fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
