@@ -51,6 +51,7 @@ int mt_dataopts_take(struct mt_dataopts *d, struct mt_opt *o, int id)
 			mt_die_usage(o, "--mid-level-dataset-surplus must be a number >= 0");
 		return 1;
 	case MT_DOPT_TOK_IDS: d->tok_ids = o->arg; return 1;
+	case MT_DOPT_LEGACY_TOK: d->legacy_tok = 1; return 1;
 	case MT_DOPT_TOK_TYPE: d->tok_type = o->arg; return 1;
 	case MT_DOPT_VOCAB: d->vocab = o->arg; return 1;
 	case MT_DOPT_MERGES: d->merges = o->arg; return 1;
@@ -59,31 +60,61 @@ int mt_dataopts_take(struct mt_dataopts *d, struct mt_opt *o, int id)
 	return 0;
 }
 
-/* The tokenizer part of the cache descriptions: given exactly, or Megatron's
- * identifiers for the tokenizer named by the flags (class and file paths). */
+/* The tokenizer part of the cache descriptions: given exactly, or the unique_identifiers
+ * of the tokenizer Megatron builds from the same flags. Current Megatron-LM builds
+ * megatron.core.tokenizers (DefaultTokenizerText, the path and every keyword argument
+ * as str()); with --legacy-tokenizer, or for the types the current builder describes
+ * with flags mt does not have (TikTokenizer, NullTokenizer), the legacy tokenizer's
+ * {"class": "_<type>", "tokenizer_path": [files]}. */
 static char *tokenizer_json(const struct mt_dataopts *d)
 {
 	json_t *o, *paths;
 	char *s, cls[128];
+	int gpt2, hf, sp;
 
 	if (d->tok_ids)
 		return strdup(d->tok_ids);
 	if (!d->tok_type)
 		return strdup("{}");
 	o = json_object();
-	paths = json_array();
-	snprintf(cls, sizeof(cls), "_%s", d->tok_type);
-	json_object_set_new(o, "class", json_string(cls));
-	if (d->vocab)
-		json_array_append_new(paths, json_string(d->vocab));
-	if (d->merges)
-		json_array_append_new(paths, json_string(d->merges));
-	if (d->tok_model)
-		json_array_append_new(paths, json_string(d->tok_model));
-	if (json_array_size(paths) == 0)
-		json_array_append_new(paths, json_string("N/A"));
-	json_object_set_new(o, "tokenizer_path", paths);
-	s = json_dumps(o, JSON_COMPACT);
+	gpt2 = !strcmp(d->tok_type, "GPT2BPETokenizer");
+	hf = !strcmp(d->tok_type, "HuggingFaceTokenizer");
+	sp = !strcmp(d->tok_type, "SentencePieceTokenizer") || !strcmp(d->tok_type, "GPTSentencePieceTokenizer") ||
+	     !strcmp(d->tok_type, "Llama2Tokenizer");
+	if (!d->legacy_tok && (gpt2 || hf || sp)) {
+#define STR(x) json_string((x) ? (x) : "None")
+		json_object_set_new(o, "class", json_string("megatron.core.tokenizers.text.models.default_tokenizer.DefaultTokenizerText"));
+		json_object_set_new(o, "tokenizer_path", gpt2 ? json_string(d->tok_type) : d->tok_model ? json_string(d->tok_model) : json_null());
+		if (sp) {
+			json_object_set_new(o, "legacy", json_string("False"));
+			json_object_set_new(o, "special_tokens", json_string("None"));
+		} else {
+			if (gpt2)
+				json_object_set_new(o, "additional_special_tokens", json_string("[]"));
+			json_object_set_new(o, "vocab_file", STR(d->vocab));
+			json_object_set_new(o, "merges_file", STR(d->merges));
+			if (hf)
+				json_object_set_new(o, "additional_special_tokens", json_string("[]"));
+			json_object_set_new(o, "use_fast", json_string("True"));
+			json_object_set_new(o, "trust_remote_code", json_string("False"));
+			json_object_set_new(o, "include_special_tokens", json_string("True"));
+		}
+#undef STR
+	} else {
+		paths = json_array();
+		snprintf(cls, sizeof(cls), "_%s", d->tok_type);
+		json_object_set_new(o, "class", json_string(cls));
+		if (d->vocab)
+			json_array_append_new(paths, json_string(d->vocab));
+		if (d->merges)
+			json_array_append_new(paths, json_string(d->merges));
+		if (d->tok_model)
+			json_array_append_new(paths, json_string(d->tok_model));
+		if (json_array_size(paths) == 0)
+			json_array_append_new(paths, json_string("N/A"));
+		json_object_set_new(o, "tokenizer_path", paths);
+	}
+	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;
 }

@@ -14,7 +14,7 @@ enum {
 	MT_DOPT_TEST_PATH, MT_DOPT_PER_SPLIT_PATH, MT_DOPT_SPLIT, MT_DOPT_SEQ_LENGTH, MT_DOPT_SEED,
 	MT_DOPT_TRAIN_SAMPLES, MT_DOPT_TRAIN_ITERS, MT_DOPT_GBS, MT_DOPT_EVAL_INTERVAL,
 	MT_DOPT_EVAL_ITERS, MT_DOPT_VALID_SAMPLES, MT_DOPT_TEST_SAMPLES, MT_DOPT_CACHE_PATH,
-	MT_DOPT_SURPLUS, MT_DOPT_TOK_IDS, MT_DOPT_TOK_TYPE, MT_DOPT_VOCAB, MT_DOPT_MERGES,
+	MT_DOPT_SURPLUS, MT_DOPT_TOK_IDS, MT_DOPT_LEGACY_TOK, MT_DOPT_TOK_TYPE, MT_DOPT_VOCAB, MT_DOPT_MERGES,
 	MT_DOPT_TOK_MODEL,
 };
 
@@ -40,6 +40,7 @@ enum {
 	{ "data-cache-path", 0, MT_ARG_REQUIRED, MT_DOPT_CACHE_PATH, "DIR", "where index caches go (default: beside each dataset)" }, \
 	{ "mid-level-dataset-surplus", 0, MT_ARG_REQUIRED, MT_DOPT_SURPLUS, "F", "extra samples each blended source builds (default 0.005)" }, \
 	{ "tokenizer-identifiers", 0, MT_ARG_REQUIRED, MT_DOPT_TOK_IDS, "JSON", "the tokenizer part of cache descriptions, exactly" }, \
+	{ "legacy-tokenizer", 0, MT_ARG_NONE, MT_DOPT_LEGACY_TOK, NULL, "cache descriptions name the tokenizer as Megatron's legacy tokenizers do" }, \
 	{ "tokenizer-type", 0, MT_ARG_REQUIRED, MT_DOPT_TOK_TYPE, "TYPE", "tokenizer, for the cache descriptions" },      \
 	{ "vocab-file", 0, MT_ARG_REQUIRED, MT_DOPT_VOCAB, "FILE", "tokenizer file, for the cache descriptions" },        \
 	{ "merge-file", 0, MT_ARG_REQUIRED, MT_DOPT_MERGES, "FILE", "tokenizer file, for the cache descriptions" },       \
@@ -54,6 +55,7 @@ struct mt_dataopts {
 	long long seq_length, seed, train_samples, train_iters, gbs, eval_interval, eval_iters, valid_samples,
 		test_samples;
 	double surplus;
+	int legacy_tok;         /* --legacy-tokenizer */
 	/* filled by mt_dataopts_finish */
 	struct mt_blend_spec blend, per_split[MT_NSPLITS];
 	int have_blend, have_per_split[MT_NSPLITS];

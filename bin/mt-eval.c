@@ -1,8 +1,9 @@
-/* mt-eval: validation loss, WikiText-style perplexity and LAMBADA-style cloze accuracy
- * of checkpoints, one at a time (--load) or every new one under a directory (--watch),
+/* mt-eval: validation loss, WikiText-style perplexity, LAMBADA-style cloze accuracy and
+ * lm-evaluation-harness's multiple-choice accuracy of checkpoints, one at a time (--load) or every new one under a directory (--watch),
  * with a ledger for cron. Options and orchestration only: the samples come from
  * dataplan.c, the text tasks from evaltext.c (zeroshot.c's windows and cloze rows,
- * detok.c's detokenizers), scores from lmeval.c, the ledger from ledger.c. */
+ * detok.c's detokenizers), the multiple-choice tasks from evalchoice.c, scores from
+ * lmeval.c, the ledger from ledger.c. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 
 #include "ckpt/ckpt.h"
 #include "text/detok.h"
+#include "eval/evalchoice.h"
 #include "eval/evaltext.h"
 #include "base/files.h"
 #include "data/dataplan.h"
@@ -28,7 +30,7 @@
 #include "tool.h"
 
 static const char *const synopsis[] = {
-	"--load CKPT [--valid | --test | --data-path PATH...] [--wikitext FILE] [--lambada FILE] [--json]",
+	"--load CKPT [--valid | --test | --data-path PATH...] [--wikitext FILE] [--lambada FILE] [--multiple-choice [NAME=]FILE]... [--json]",
 	"--watch DIR --ledger FILE [--wait] [task options]",
 	NULL,
 };
@@ -40,13 +42,14 @@ static const struct mt_tool_info info = {
 	.description =
 		"tasks: --valid/--test (loss on the training run's split; its data flags, recorded in the\n"
 		"checkpoint, are the defaults), --wikitext FILE (strided windows, token and word perplexity),\n"
-		"--lambada FILE (JSON lines {\"text\": ...}: non-strict and strict accuracy)",
+		"--lambada FILE (JSON lines {\"text\": ...}: non-strict and strict accuracy), --multiple-choice FILE\n"
+		"(HellaSwag, PIQA or ARC JSON lines: acc and acc_norm as lm-evaluation-harness scores them)",
 	.doc = "docs/mt-eval.md",
 };
 
 enum {
 	O_LOAD = 256, O_WATCH, O_LEDGER, O_WAIT, O_VALID, O_TEST, O_WIKITEXT, O_LAMBADA, O_OVERLAP, O_MBS,
-	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE, O_DETOK, O_BF16, O_TB_DIR,
+	O_EVAL_SAMPLES, O_FIRST_SAMPLE, O_JSON, O_DEVICE, O_DETOK, O_BF16, O_TB_DIR, O_MC, O_LOG_SAMPLES,
 };
 
 static const struct mt_option opts[] = {
@@ -60,6 +63,8 @@ static const struct mt_option opts[] = {
 	{ "wikitext", 0, MT_ARG_REQUIRED, O_WIKITEXT, "FILE", "perplexity of a raw text file (strided windows)" },
 	{ "detokenizer", 0, MT_ARG_REQUIRED, O_DETOK, "NAME", "for --wikitext: auto (by the path, as Megatron), none, wikitext, ptb, lambada" },
 	{ "lambada", 0, MT_ARG_REQUIRED, O_LAMBADA, "FILE", "cloze accuracy on JSON lines {\"text\": ...}" },
+	{ "multiple-choice", 0, MT_ARG_REQUIRED, O_MC, "[NAME=]FILE", "acc and acc_norm on HellaSwag/PIQA/ARC JSON lines; NAME (default: the file's name) names the task (repeatable)" },
+	{ "log-samples", 0, MT_ARG_REQUIRED, O_LOG_SAMPLES, "FILE", "with --load: each multiple-choice question's log-likelihoods and choices, JSON lines" },
 	{ "overlapping-eval", 0, MT_ARG_REQUIRED, O_OVERLAP, "N", "window stride of --wikitext (default 32, at most seq-length)" },
 	{ "micro-batch-size", 0, MT_ARG_REQUIRED, O_MBS, "B", "rows per forward pass (default 4)" },
 	{ "eval-samples", 0, MT_ARG_REQUIRED, O_EVAL_SAMPLES, "N", "samples of the split to evaluate (default eval-iters x global-batch-size)" },
@@ -76,13 +81,17 @@ static const struct mt_option data_rows[] = { MT_DATA_OPTIONS, { 0 } };
 
 enum { T_VALID, T_TEST, T_WIKITEXT, T_LAMBADA, T_N };
 static const char *const task_names[T_N] = { "valid", "test", "wikitext", "lambada" };
+#define MAX_MC 32 /* multiple-choice tasks, numbered from T_N */
 
 struct cli {
 	int argc;
 	char **argv;
 	const char *load, *watch, *ledger, *wikitext, *lambada;
 	const char *tb_dir;                 /* --tensorboard-dir (with --watch) */
-	int wait, json, quiet, task[T_N];
+	int wait, json, quiet, task[T_N + MAX_MC];
+	const char *mc_name[MAX_MC], *mc_file[MAX_MC], *log_samples;
+	char mc_names[MAX_MC][128];
+	int nmc;
 	int device_cuda, bf16;              /* device_cuda -1: cuda when a GPU is visible */
 	int detok;                          /* -1: auto */
 	long long overlap, mbs, eval_samples, first_sample;
@@ -91,6 +100,11 @@ struct cli {
 	int ngiven;
 	struct mt_tokenizer_args tok;       /* --tokenizer-* on the command line */
 };
+
+static const char *task_name(const struct cli *c, int k)
+{
+	return k < T_N ? task_names[k] : c->mc_name[k - T_N];
+}
 
 struct result {
 	const char *task;
@@ -437,6 +451,68 @@ static void task_lambada(const struct cli *c, const struct mt_model *m, struct m
 	free(text);
 }
 
+static void task_choice(const struct cli *c, const struct mt_model *m, struct mt_lmeval *ev, int k, struct result *r)
+{
+	struct text_tok t;
+	struct mt_err e = { 0 };
+	struct sha256_ctx h;
+	struct meter mtr;
+	struct mt_choice_result q;
+	size_t n;
+	const char *file = c->mc_file[k], *name = c->mc_name[k];
+	char *text = read_file(file, &n);
+	struct mt_evaltext x = { ev, &t.bpe, 0, meter_cb, &mtr };
+	FILE *samples = NULL;
+	ev->real_vocab = 1; /* scored as an exported model scores (lmeval.h) */
+
+	sha256_init(&h);
+	sha256_update(&h, n, (const uint8_t *)text);
+	hex_digest(&h, r->hash);
+	tok_open(c, m, &t);
+	x.eod = t.eod;
+	if (c->log_samples) {
+		/* appended to (one file for every task and checkpoint; each line names both),
+		 * a whole task at a time: the lines wait in a temporary file */
+		if (!(samples = tmpfile()))
+			mt_die(MT_EXIT_IO, "cannot make a temporary file for --log-samples");
+	}
+	meter_init(&mtr, name, c->quiet);
+	if (mt_evalchoice_run(&x, text, n, file, samples, &q, &e))
+		mt_die_err(&e);
+	meter_done(&mtr);
+	if (samples) { /* each line gets the task's name, then goes to the file */
+		FILE *f = fopen(c->log_samples, "a");
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t len;
+		if (!f)
+			mt_die(MT_EXIT_IO, "cannot open --log-samples '%s': %s", c->log_samples, strerror(errno));
+		rewind(samples);
+		while ((len = getline(&line, &cap, samples)) > 0)
+			if (fprintf(f, "{\"task\":\"%s\",\"iteration\":%lld,%s", name, (long long)m->iteration, line + 1) < 0)
+				mt_die(MT_EXIT_IO, "cannot write --log-samples '%s'", c->log_samples);
+		if (fclose(f))
+			mt_die(MT_EXIT_IO, "cannot write --log-samples '%s': %s", c->log_samples, strerror(errno));
+		free(line);
+		fclose(samples);
+	}
+	if (q.truncated && !c->quiet)
+		mt_warn("'%s': %lld choices were longer than seq-length + 1 = %d tokens and lost context from the left", file,
+			(long long)q.truncated, m->cfg.seq_length + 1);
+	r->task = name;
+	r->nm = 2;
+	r->mname[0] = "acc";
+	r->mval[0] = (double)q.correct / (double)q.examples;
+	r->mname[1] = "acc_norm";
+	r->mval[1] = (double)q.correct_norm / (double)q.examples;
+	r->tokens = q.targets;
+	r->hash_of = "bytes of the file";
+	r->extra = json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", file, "examples", (json_int_t)q.examples, "correct",
+			     (json_int_t)q.correct, "correct_norm", (json_int_t)q.correct_norm, "choices", (json_int_t)q.choices);
+	tok_close(&t);
+	free(text);
+}
+
 /* ---- output ---- */
 
 static char *result_json(const struct mt_model *m, const struct result *r)
@@ -536,7 +612,7 @@ static void eval_checkpoint(const struct cli *c, const char *path, const int *wa
 	}
 	if (!c->quiet)
 		mt_info("evaluating '%s' (iteration %lld)", m.iterdir, (long long)m.iteration);
-	for (int k = 0; k < T_N; k++) {
+	for (int k = 0; k < T_N + c->nmc; k++) {
 		struct result r;
 		double t0 = mt_now();
 		char *line;
@@ -548,6 +624,7 @@ static void eval_checkpoint(const struct cli *c, const char *path, const int *wa
 		case T_TEST: task_loss(c, &m, &ev, MT_SPLIT_TEST, &r); break;
 		case T_WIKITEXT: task_wikitext(c, &m, &ev, &r); break;
 		case T_LAMBADA: task_lambada(c, &m, &ev, &r); break;
+		default: task_choice(c, &m, &ev, k - T_N, &r); break;
 		}
 		r.seconds = mt_now() - t0;
 		line = result_json(&m, &r);
@@ -592,10 +669,10 @@ static int watch(const struct cli *c)
 		if (mt_ckpt_list(c->watch, &iters, &n, &e))
 			mt_die_err(&e);
 		for (size_t i = 0; i < n; i++) {
-			int want[T_N] = { 0 }, some = 0;
+			int want[T_N + MAX_MC] = { 0 }, some = 0;
 			char dir[4096];
-			for (int k = 0; k < T_N; k++) {
-				want[k] = c->task[k] && !mt_ledger_has(&l, iters[i], task_names[k]);
+			for (int k = 0; k < T_N + c->nmc; k++) {
+				want[k] = c->task[k] && !mt_ledger_has(&l, iters[i], task_name(c, k));
 				some |= want[k];
 			}
 			if (!some)
@@ -659,6 +736,34 @@ int main(int argc, char **argv)
 		case O_TEST: c.task[T_TEST] = 1; break;
 		case O_WIKITEXT: c.wikitext = o.arg; c.task[T_WIKITEXT] = 1; break;
 		case O_LAMBADA: c.lambada = o.arg; c.task[T_LAMBADA] = 1; break;
+		case O_MC: {
+			const char *eq = strchr(o.arg, '='), *file = eq ? eq + 1 : o.arg, *base;
+			size_t nl;
+			if (c.nmc == MAX_MC)
+				mt_die_usage(&o, "at most %d --multiple-choice tasks", MAX_MC);
+			if (eq) {
+				nl = (size_t)(eq - o.arg);
+				base = o.arg;
+			} else { /* the file's name without its directory and extension */
+				base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+				nl = strcspn(base, ".");
+			}
+			if (!nl || nl >= sizeof(c.mc_names[0]) || !*file)
+				mt_die_usage(&o, "--multiple-choice wants [NAME=]FILE with a name of 1..127 bytes, not '%s'", o.arg);
+			memcpy(c.mc_names[c.nmc], base, nl);
+			c.mc_names[c.nmc][nl] = '\0';
+			for (int k = 0; k < T_N; k++)
+				if (!strcmp(c.mc_names[c.nmc], task_names[k]))
+					mt_die_usage(&o, "--multiple-choice: '%s' is the name of another task: give NAME=FILE", task_names[k]);
+			for (int k = 0; k < c.nmc; k++)
+				if (!strcmp(c.mc_names[c.nmc], c.mc_names[k]))
+					mt_die_usage(&o, "--multiple-choice: two tasks named '%s': give NAME=FILE", c.mc_names[k]);
+			c.mc_name[c.nmc] = c.mc_names[c.nmc];
+			c.mc_file[c.nmc] = file;
+			c.task[T_N + c.nmc++] = 1;
+			break;
+		}
+		case O_LOG_SAMPLES: c.log_samples = o.arg; break;
 		case O_OVERLAP: c.overlap = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_MBS: c.mbs = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_EVAL_SAMPLES: c.eval_samples = mt_tool_num(&o, 1, INT64_MAX / 4); break;
@@ -688,7 +793,7 @@ int main(int argc, char **argv)
 	c.tok.tokenizer_model = d.tok_model;
 	if (c.data_sources && !c.task[T_TEST])
 		c.task[T_VALID] = 1;
-	for (int k = 0; k < T_N; k++)
+	for (int k = 0; k < T_N + c.nmc; k++)
 		ntasks += c.task[k];
 	if (!c.load == !c.watch)
 		mt_die_usage(&o, "give --load CKPT or --watch DIR (one of them)");
@@ -699,7 +804,9 @@ int main(int argc, char **argv)
 	if (c.tb_dir && !c.watch)
 		mt_die_usage(&o, "--tensorboard-dir goes with --watch");
 	if (!ntasks)
-		mt_die_usage(&o, "no task: give --valid, --test, --data-path, --wikitext FILE or --lambada FILE");
+		mt_die_usage(&o, "no task: give --valid, --test, --data-path, --wikitext FILE, --lambada FILE or --multiple-choice FILE");
+	if (c.log_samples && !c.nmc)
+		mt_die_usage(&o, "--log-samples goes with --multiple-choice");
 	if (c.device_cuda < 0)
 		c.device_cuda = mt_backend_cuda_usable();
 	if (!c.device_cuda && c.bf16)

@@ -24,7 +24,7 @@
 static const char *const synopsis[] = {
 	"--load CKPT [--device cuda|cpu] [--fp32] [--max-tokens N] [--temperature T] [--top-k K | --top-p P] [--seed N] [--stop STR]... [--json [--logprobs]] [PROMPT...]",
 	"--load CKPT [options] --prompts-file FILE [--jsonl]",
-	"--load CKPT [--host ADDR] --server PORT",
+	"--load CKPT [--host ADDR] [--served-model-name NAME] --server PORT",
 	NULL,
 };
 
@@ -39,7 +39,7 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_LOAD = 256, O_MAX_TOKENS, O_TEMP, O_TOP_K, O_TOP_P, O_SEED, O_STOP, O_FILE, O_JSONL, O_JSON, O_LOGPROBS,
-	O_BATCH, O_EOD, O_SERVER, O_HOST, O_MAX_BODY, O_TOK_TYPE, O_VOCAB, O_MERGES, O_TOK_MODEL, O_DEVICE, O_BF16, O_FP32,
+	O_BATCH, O_EOD, O_SERVER, O_HOST, O_MAX_BODY, O_MODEL_NAME, O_TOK_TYPE, O_VOCAB, O_MERGES, O_TOK_MODEL, O_DEVICE, O_BF16, O_FP32,
 };
 
 static const struct mt_option opts[] = {
@@ -59,7 +59,8 @@ static const struct mt_option opts[] = {
 	{ "fp32", 0, MT_ARG_NONE, O_FP32, NULL, "cuda: fp32 weights, activations and cache (the CPU always computes in fp32)" },
 	{ "batch-size", 0, MT_ARG_REQUIRED, O_BATCH, "N", "prompts run together (default 32; the server's 8)" },
 	{ "eod-id", 0, MT_ARG_REQUIRED, O_EOD, "ID", "stop at this id instead of the tokenizer's end of document (-1: never)" },
-	{ "server", 0, MT_ARG_REQUIRED, O_SERVER, "PORT", "serve PUT /api (Megatron's REST interface) until SIGTERM or SIGINT" },
+	{ "server", 0, MT_ARG_REQUIRED, O_SERVER, "PORT", "serve PUT /api (Megatron's REST interface) and OpenAI's /v1/completions until SIGTERM or SIGINT" },
+	{ "served-model-name", 0, MT_ARG_REQUIRED, O_MODEL_NAME, "NAME", "the model's id on /v1/models (default: the checkpoint directory's name)" },
 	{ "host", 0, MT_ARG_REQUIRED, O_HOST, "ADDR", "address the server binds (default 127.0.0.1)" },
 	{ "max-body-bytes", 0, MT_ARG_REQUIRED, O_MAX_BODY, "N", "largest request body the server reads (default 1048576)" },
 	{ "tokenizer-type", 0, MT_ARG_REQUIRED, O_TOK_TYPE, "TYPE", "override the checkpoint's tokenizer" },
@@ -70,7 +71,7 @@ static const struct mt_option opts[] = {
 };
 
 struct args {
-	const char *load, *file, *host;
+	const char *load, *file, *host, *model_name;
 	int jsonl, json, logprobs, batch, port, quiet, eod_set;
 	int device_cuda, bf16, fp32;   /* device_cuda -1: cuda when a GPU is visible */
 	int32_t eod;
@@ -191,6 +192,7 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 			break;
 		case O_SERVER: a->port = (int)mt_tool_num(o, 0, 65535); break;
 		case O_HOST: a->host = o->arg; break;
+		case O_MODEL_NAME: a->model_name = o->arg; break;
 		case O_MAX_BODY: a->max_body = mt_tool_num(o, 16, 1LL << 32); break;
 		case O_TOK_TYPE: a->tok.type = o->arg; break;
 		case O_VOCAB: a->tok.vocab_file = o->arg; break;
@@ -266,10 +268,33 @@ static void out_write(const void *p, size_t n)
 static int serve(struct args *a, struct mt_gen *g)
 {
 	struct mt_genserver *s;
-	struct mt_genserver_opts so = { a->host, a->port, (size_t)a->max_body, a->g.seed };
+	struct mt_genserver_opts so = { a->host, a->port, (size_t)a->max_body, a->g.seed, a->model_name };
 	struct mt_err e = { 0 };
 	sigset_t set;
 	int sig;
+	char name[256];
+
+	if (!so.model) { /* the checkpoint directory's name, not an iteration directory's or a file's */
+		char *abs = realpath(a->load, NULL);
+		const char *p = abs ? abs : a->load, *b;
+		size_t n = strlen(p);
+		while (n > 1 && p[n - 1] == '/')
+			n--;
+		for (int up = 0; up < 2; up++) {
+			b = memrchr(p, '/', n);
+			b = b ? b + 1 : p;
+			if (up == 0 && (!strncmp(b, "iter_", 5) || (n - (size_t)(b - p) > 3 && !memcmp(p + n - 3, ".h5", 3))) &&
+			    b > p + 1)
+				n = (size_t)(b - p) - 1;
+			else
+				break;
+		}
+		b = memrchr(p, '/', n);
+		b = b ? b + 1 : p;
+		snprintf(name, sizeof(name), "%.*s", (int)(n - (size_t)(b - p)), b);
+		so.model = name;
+		free(abs);
+	}
 
 	/* the server's thread inherits this mask, so only sigwait below sees the signals */
 	sigemptyset(&set);
@@ -278,9 +303,9 @@ static int serve(struct args *a, struct mt_gen *g)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (mt_genserver_start(&s, g, &so, &e))
 		mt_die_err(&e);
-	mt_info("serving PUT /api on http://%s%s%s:%d/api (batch %d, %d positions, bodies up to %lld bytes)",
-		strchr(a->host, ':') ? "[" : "", a->host, strchr(a->host, ':') ? "]" : "", a->port, g->e->max_batch,
-		g->e->max_len, a->max_body);
+	mt_info("serving PUT /api and OpenAI's /v1/completions (model '%s') on http://%s%s%s:%d (batch %d, %d positions, "
+		"bodies up to %lld bytes)", so.model, strchr(a->host, ':') ? "[" : "", a->host, strchr(a->host, ':') ? "]" : "",
+		a->port, g->e->max_batch, g->e->max_len, a->max_body);
 	sigwait(&set, &sig);
 	mt_info("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	mt_genserver_stop(s);

@@ -647,8 +647,20 @@ print(len(v), sorted(v.values()) == list(range(len(v))), v["<|endoftext|>"])'
 	tokens=$(tr -d '|' < "$F/hard.gpt2.ids" | wc -w)
 	missing=$(grep -c '^!missing$' "$F/hard.gpt2.raw")
 	empty=$(grep -c '^$' "$F/hard.gpt2.ids")
-	# text bytes: every line without its newline, skipped records included
-	mb=$(LC_ALL=C awk '{ n += length($0) } END { printf "%.2f", n / 1e6 }' "$F/hard.jsonl")
+	# text bytes: the documents' text as JSON decodes it (UTF-8; a lone surrogate is 3
+	# bytes, as U+FFFD is), skipped records not counted, JSON syntax never
+	mb=$(python3 -c '
+import json, sys
+n = 0
+for line in open(sys.argv[1], encoding="utf-8", errors="surrogateescape"):
+    try:
+        t = json.loads(line)["text"]
+    except Exception:
+        continue
+    parts = [t] if isinstance(t, str) else t if isinstance(t, list) and all(isinstance(x, str) for x in t) else None
+    if parts is not None:
+        n += sum(len(x.encode("utf-8", "surrogatepass")) for x in parts)
+print("%.2f" % (n / 1e6))' "$F/hard.jsonl")
 	local summary=${stderr_lines[${#stderr_lines[@]} - 1]} re
 	re="^mt-tokenize: $docs documents, $tokens tokens, $mb MB of text in [0-9]+\.[0-9]{2} s \([0-9.]+ MB/s\), "
 	re+="2 workers, uint16; $empty empty, $missing skipped, [0-9]+ replaced with U\+FFFD; "

@@ -109,7 +109,9 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 		goto out;
 	}
 	mt_blend_normalized(b, w);
-	sp->blended = b->weighted || b->n > 1;
+	/* one path gives a plain GPTDataset: without a weight under --data-path, and with or
+	 * without one in a per-split blend (Megatron ignores that weight) */
+	sp->blended = b->n > 1 || (b->weighted && !per_split);
 	for (int i = 0; i < b->n; i++) {
 		struct mt_plan_source *src = &sp->src[i];
 		struct mt_plan_use *u = &src->use[s];
@@ -185,11 +187,27 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 					 per_split ? NULL : (a->split ? a->split : "969, 30, 1"), NULL, a->tokenizer_json };
 		char dir[4096];
 
+		char why[600];
+		int cached;
+
 		if (!per_split) {
 			mt_gpt_split_ranges(p->split_w, src->ix->nseq, r3);
 			d.split_matrix = r3;
 		}
-		if (mt_gpt_build(src->lens, u->range.beg, u->range.end, &gp, &x, err)) {
+		if (a->cache_dir)
+			snprintf(dir, sizeof(dir), "%s", a->cache_dir);
+		else
+			mt_gpt_cache_dir(dir, sizeof(dir), src->path);
+		/* an existing cache (Megatron's or ours) is read when it passes the checks, on
+		 * every rank; one that fails them is rebuilt (and rewritten with MT_PLAN_WRITE) */
+		cached = mt_gpt_read_cache(dir, &d, src->lens, u->range.beg, u->range.end, &gp, &x, why, sizeof(why), err);
+		if (cached < 0) {
+			mt_err_prefix(err, "'%s' (%s split)", src->path, mt_split_names[s]);
+			goto out;
+		}
+		if (!cached && why[0])
+			mt_warn("index cache not used, rebuilding it: %s", why);
+		if (!cached && mt_gpt_build(src->lens, u->range.beg, u->range.end, &gp, &x, err)) {
 			mt_err_prefix(err, "'%s' (%s split)", src->path, mt_split_names[s]);
 			goto out;
 		}
@@ -202,11 +220,7 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 			mt_gpt_indices_free(&x);
 			goto out;
 		}
-		if (flags & MT_PLAN_WRITE) {
-			if (a->cache_dir)
-				snprintf(dir, sizeof(dir), "%s", a->cache_dir);
-			else
-				mt_gpt_cache_dir(dir, sizeof(dir), src->path);
+		if ((flags & MT_PLAN_WRITE) && !cached) {
 			if (mt_gpt_write_cache(dir, &d, &x, u->md5, err)) {
 				mt_gpt_indices_free(&x);
 				goto out;

@@ -85,22 +85,23 @@ void mt_gpt_indices_free(struct mt_gpt_indices *x)
 	memset(x, 0, sizeof(*x));
 }
 
-int mt_gpt_build(const int32_t *lens, int64_t beg, int64_t end, const struct mt_gpt_params *p,
-		 struct mt_gpt_indices *x, struct mt_err *err)
+/* The arithmetic of a build, before any array: tokens per epoch, epochs, the separate
+ * final epoch, the longest document, the samples before the final epoch and in all. */
+static int counts(const int32_t *lens, int64_t beg, int64_t end, const struct mt_gpt_params *p,
+		  struct mt_gpt_indices *x, int64_t *maxlen, int64_t *sans, int64_t *ns, struct mt_err *err)
 {
-	struct mt_mt19937 rng;
-	int64_t n = p->num_samples, L = p->seq_length, X = p->add_extra_token, T = 0, E, nd, ns, maxlen = 0;
-	int64_t sans = 0, per;
+	int64_t n = p->num_samples, L = p->seq_length, X = p->add_extra_token, T = 0, E;
 
-	memset(x, 0, sizeof(*x));
+	*maxlen = 0;
+	*sans = 0;
 	if (end <= beg)
 		return mt_err_set(err, MT_EXIT_DATA, "the split is empty");
 	if (L <= 0)
 		return mt_err_set(err, MT_EXIT_USAGE, "--seq-length must be positive");
 	for (int64_t i = beg; i < end; i++) {
 		T += lens[i];
-		if (lens[i] > maxlen)
-			maxlen = lens[i];
+		if (lens[i] > *maxlen)
+			*maxlen = lens[i];
 	}
 	if (T <= X)
 		return mt_err_set(err, MT_EXIT_DATA, "the split holds %lld tokens: too few for one sample", (long long)T);
@@ -112,10 +113,27 @@ int mt_gpt_build(const int32_t *lens, int64_t beg, int64_t end, const struct mt_
 	x->epochs = E;
 	x->tokens_per_epoch = T;
 	if (E > 1 && n >= 0) {
-		sans = ((E - 1) * T - X) / L;
-		per = (T - X) / L;
-		x->separate_final_epoch = (n - sans) < (int64_t)(0.80 * (double)per);
+		int64_t per = (T - X) / L;
+		*sans = ((E - 1) * T - X) / L;
+		x->separate_final_epoch = (n - *sans) < (int64_t)(0.80 * (double)per);
 	}
+	if (p->drop_last)
+		*ns = (E * T - X) / L;
+	else /* Megatron computes this one in single precision */
+		*ns = (int64_t)ceilf((float)(E * T - X) / (float)L);
+	return 0;
+}
+
+int mt_gpt_build(const int32_t *lens, int64_t beg, int64_t end, const struct mt_gpt_params *p,
+		 struct mt_gpt_indices *x, struct mt_err *err)
+{
+	struct mt_mt19937 rng;
+	int64_t L = p->seq_length, X = p->add_extra_token, E, nd, ns, maxlen = 0, sans = 0;
+
+	memset(x, 0, sizeof(*x));
+	if (counts(lens, beg, end, p, x, &maxlen, &sans, &ns, err))
+		return -1;
+	E = x->epochs;
 
 	/* document_index: the split's sequence ids, epoch after epoch, shuffled */
 	nd = E * (end - beg);
@@ -139,10 +157,6 @@ int mt_gpt_build(const int32_t *lens, int64_t beg, int64_t end, const struct mt_
 	}
 
 	/* sample_index: where each sample starts, as (position in document_index, offset) */
-	if (p->drop_last)
-		ns = (E * T - X) / L;
-	else /* Megatron computes this one in single precision */
-		ns = (int64_t)ceilf((float)(E * T - X) / (float)L);
 	x->nsample = ns;
 	x->sample_i64 = nd > INT32_MAX || maxlen > INT32_MAX;
 	x->sample = malloc((size_t)(ns + 1) * 2 * (x->sample_i64 ? 8 : 4));
@@ -348,6 +362,129 @@ int mt_gpt_write_cache(const char *dir, const struct mt_gpt_desc *d, const struc
 #undef NAME
 	rc = 0;
 out:
+	free(desc);
+	return rc;
+}
+
+/* element k of a 1-D or 2-D integer .npy array, whatever its integer type */
+static int64_t npy_at(const struct mt_npy *a, size_t k)
+{
+	switch (a->descr[1]) {
+	case 'u':
+		return a->itemsize == 4 ? (int64_t)((const uint32_t *)a->data)[k] : (int64_t)((const uint64_t *)a->data)[k];
+	default:
+		return a->itemsize == 4 ? (int64_t)((const int32_t *)a->data)[k] : ((const int64_t *)a->data)[k];
+	}
+}
+
+int mt_gpt_read_cache(const char *dir, const struct mt_gpt_desc *d, const int32_t *lens, int64_t beg, int64_t end,
+		      const struct mt_gpt_params *p, struct mt_gpt_indices *x, char *why, size_t nwhy,
+		      struct mt_err *err)
+{
+	char path[4200], md5hex[33], *desc = mt_gpt_description(d, md5hex, err), *text = NULL;
+	struct mt_npy doc = { 0 }, smp = { 0 }, shf = { 0 };
+	struct mt_gpt_indices want = { 0 };
+	struct mt_err e = { 0 };
+	struct stat st;
+	uint8_t *seen = NULL;
+	int64_t maxlen, sans, ns, nd, ndocs = end - beg;
+	int rc = -1;
+	FILE *f;
+
+	why[0] = '\0';
+	memset(x, 0, sizeof(*x));
+	if (!desc)
+		return -1;
+#define NAME(what) snprintf(path, sizeof(path), "%s/%s-GPTDataset-%s-%s", dir, md5hex, d->index_split, what)
+#define BAD(...) do { snprintf(why, nwhy, __VA_ARGS__); rc = 0; goto out; } while (0)
+	/* Megatron reads a cache when all four files are there */
+	static const char *const files[] = { "description.txt", "document_index.npy", "sample_index.npy", "shuffle_index.npy" };
+	for (int i = 0; i < 4; i++) {
+		NAME(files[i]);
+		if (stat(path, &st) != 0) {
+			rc = 0; /* no cache (or not all of it): build */
+			goto out;
+		}
+	}
+	if (counts(lens, beg, end, p, &want, &maxlen, &sans, &ns, err))
+		goto out;
+	nd = want.epochs * ndocs;
+	NAME("description.txt");
+	if (stat(path, &st) != 0 || !(f = fopen(path, "rb")))
+		BAD("'%s' cannot be read", path);
+	text = malloc((size_t)st.st_size + 1);
+	if (!text || fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		fclose(f);
+		BAD("'%s' cannot be read", path);
+	}
+	fclose(f);
+	text[st.st_size] = '\0';
+	if ((size_t)st.st_size != strlen(desc) || memcmp(text, desc, strlen(desc)))
+		BAD("'%s' is not this dataset's description", path);
+	NAME("document_index.npy");
+	if (mt_npy_read(&doc, path, &e))
+		BAD("%s", e.msg);
+	if (strcmp(doc.descr, "<i4") || doc.cols || (int64_t)doc.rows != nd)
+		BAD("'%s': %s [%zu], expected int32 [%lld] (%lld epochs of %lld documents)", path, doc.descr, doc.rows,
+		    (long long)nd, (long long)want.epochs, (long long)ndocs);
+	if (!(seen = calloc((size_t)(ndocs ? ndocs : 1), sizeof(int64_t))))
+		BAD("out of memory");
+	for (int64_t k = 0; k < nd; k++) {
+		int64_t v = ((const int32_t *)doc.data)[k];
+		if (v < beg || v >= end)
+			BAD("'%s': document %lld at %lld is outside the split's [%lld, %lld)", path, (long long)v, (long long)k,
+			    (long long)beg, (long long)end);
+		if (++((int64_t *)seen)[v - beg] > want.epochs)
+			BAD("'%s': document %lld appears more than %lld times", path, (long long)v, (long long)want.epochs);
+	}
+	NAME("sample_index.npy");
+	if (mt_npy_read(&smp, path, &e))
+		BAD("%s", e.msg);
+	if ((strcmp(smp.descr, "<i4") && strcmp(smp.descr, "<i8")) || smp.cols != 2 || (int64_t)smp.rows != ns + 1)
+		BAD("'%s': %s [%zu, %zu], expected [%lld, 2] of int32 or int64", path, smp.descr, smp.rows, smp.cols,
+		    (long long)ns + 1);
+	for (int64_t k = 0; k <= ns; k++) {
+		int64_t dd = npy_at(&smp, (size_t)(2 * k)), off = npy_at(&smp, (size_t)(2 * k + 1));
+		if (dd < 0 || dd >= nd || off < 0 || off > lens[((const int32_t *)doc.data)[dd]])
+			BAD("'%s': sample %lld starts at (%lld, %lld), outside the documents", path, (long long)k, (long long)dd,
+			    (long long)off);
+		if (k && (dd < npy_at(&smp, (size_t)(2 * k - 2)) ||
+			  (dd == npy_at(&smp, (size_t)(2 * k - 2)) && off < npy_at(&smp, (size_t)(2 * k - 1)))))
+			BAD("'%s': sample %lld starts before sample %lld", path, (long long)k, (long long)k - 1);
+	}
+	NAME("shuffle_index.npy");
+	if (mt_npy_read(&shf, path, &e))
+		BAD("%s", e.msg);
+	if ((strcmp(shf.descr, "<u4") && strcmp(shf.descr, "<i8")) || shf.cols || (int64_t)shf.rows != ns)
+		BAD("'%s': %s [%zu], expected [%lld] of uint32 or int64", path, shf.descr, shf.rows, (long long)ns);
+	free(seen);
+	if (!(seen = calloc((size_t)(ns ? ns : 1), 1)))
+		BAD("out of memory");
+	for (int64_t k = 0; k < ns; k++) {
+		int64_t v = npy_at(&shf, (size_t)k);
+		if (v < 0 || v >= ns || seen[v]++)
+			BAD("'%s': not a permutation of 0..%lld (%lld at %lld)", path, (long long)ns - 1, (long long)v, (long long)k);
+	}
+#undef BAD
+#undef NAME
+	/* sound: hand the arrays over */
+	*x = want;
+	x->doc = doc.data;
+	x->ndoc = nd;
+	x->sample = smp.data;
+	x->nsample = ns;
+	x->sample_i64 = smp.itemsize == 8;
+	x->shuffle = shf.data;
+	x->nshuffle = ns;
+	x->shuffle_i64 = shf.itemsize == 8;
+	doc.data = smp.data = shf.data = NULL;
+	rc = 1;
+out:
+	mt_npy_free(&doc);
+	mt_npy_free(&smp);
+	mt_npy_free(&shf);
+	free(seen);
+	free(text);
 	free(desc);
 	return rc;
 }

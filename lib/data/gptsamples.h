@@ -71,6 +71,19 @@ char *mt_gpt_description(const struct mt_gpt_desc *d, char md5hex[33], struct mt
  * directory is created. */
 int mt_gpt_write_cache(const char *dir, const struct mt_gpt_desc *d, const struct mt_gpt_indices *x,
 		       char md5hex[33], struct mt_err *err);
+/* Read the cache of description d from dir (Megatron's or mt's: the same files), after
+ * cheap checks that it is what mt_gpt_build would give for (lens, beg, end, p): the
+ * description file holds d's text exactly; document_index is int32 [E x (end - beg)]
+ * holding each sequence of [beg, end) E times; sample_index is int32 or int64
+ * [ns + 1][2] of non-decreasing (position < E x (end - beg), offset within that
+ * document) pairs; shuffle_index is uint32 or int64 [ns], a permutation of 0..ns-1;
+ * E, ns and the separate final epoch as mt_gpt_build's arithmetic gives them. (The
+ * orders themselves are not rebuilt to compare: that would cost the build.) Returns 1
+ * with *x filled, 0 when there is no cache (why[0] == 0) or it fails a check (why
+ * says which: the caller rebuilds), -1 on an error reading it. */
+int mt_gpt_read_cache(const char *dir, const struct mt_gpt_desc *d, const int32_t *lens, int64_t beg, int64_t end,
+		      const struct mt_gpt_params *p, struct mt_gpt_indices *x, char *why, size_t nwhy,
+		      struct mt_err *err);
 /* Megatron's default cache directory for a dataset: {prefix}/cache/GPTDataset_indices */
 void mt_gpt_cache_dir(char *buf, size_t n, const char *prefix);
 /* Create a directory and its parents. */

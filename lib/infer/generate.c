@@ -38,6 +38,8 @@ void mt_gen_out_free(struct mt_gen_out *o)
 	free(o->prompt_ids);
 	free(o->ids);
 	free(o->lp);
+	free(o->top_ids);
+	free(o->top_lp);
 	free(o->text);
 	memset(o, 0, sizeof(*o));
 }
@@ -133,24 +135,48 @@ static int64_t find_stop(const struct mt_gen_opts *o, const struct mt_gen_out *o
 	return best;
 }
 
+/* the log-probability of t at scored position `at` (lp's index), and the top k there */
+static void score_at(const struct mt_gen *g, const struct mt_gen_opts *o, struct mt_gen_out *out, const float *z,
+		     int at, int32_t t)
+{
+	int k = o->top_logprobs;
+
+	out->lp[at] = (float)mt_sample_logprob(z, g->e->vocab, t);
+	if (k > 0)
+		mt_sample_top(z, g->e->vocab, k, out->top_ids + (int64_t)at * k, out->top_lp + (int64_t)at * k);
+}
+
 static int run_batch(struct mt_gen *g, const struct mt_gen_opts *o, struct mt_gen_out *outs, int nb, int64_t index0,
 		     struct mt_err *err)
 {
 	struct mt_infer *e = g->e;
 	const int32_t *toks[nb];
-	int lens[nb], slots[nb];
+	int lens[nb], slots[nb], fed[nb];
 	int32_t next[nb];
 	float *lp[nb];
 	int64_t V = e->padded_vocab;
-	int nn = nb;
+	int nn = nb, k_top = o->logprobs && o->top_logprobs > 0 ? o->top_logprobs : 0;
+	int steps = k_top && o->prompt_steps; /* the prompt through decode steps, a token each */
 
+	if (k_top > e->vocab)
+		return mt_err_set(err, MT_EXIT_USAGE, "%d top log-probabilities asked for, the vocabulary has %lld ids", k_top,
+				  (long long)e->vocab);
 	for (int i = 0; i < nb; i++) {
 		struct mt_gen_out *out = &outs[i];
+		size_t npos = (size_t)(out->nprompt + o->max_tokens);
 		free(out->ids);
 		free(out->lp);
+		free(out->top_ids);
+		free(out->top_lp);
+		out->top_ids = NULL;
+		out->top_lp = NULL;
 		out->ids = malloc((size_t)(o->max_tokens + 1) * sizeof(int32_t));
-		out->lp = o->logprobs ? malloc((size_t)(out->nprompt + o->max_tokens) * sizeof(float)) : NULL;
-		if (!out->ids || (o->logprobs && !out->lp))
+		out->lp = o->logprobs ? malloc(npos * sizeof(float)) : NULL;
+		if (k_top) {
+			out->top_ids = malloc(npos * (size_t)k_top * sizeof(int32_t));
+			out->top_lp = malloc(npos * (size_t)k_top * sizeof(float));
+		}
+		if (!out->ids || (o->logprobs && !out->lp) || (k_top && (!out->top_ids || !out->top_lp)))
 			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		out->n = 0;
 		out->text_len = 0;
@@ -158,13 +184,14 @@ static int run_batch(struct mt_gen *g, const struct mt_gen_opts *o, struct mt_ge
 			return -1;
 		out->finish = MT_GEN_LENGTH;
 		toks[i] = out->prompt_ids;
-		lens[i] = out->nprompt;
+		lens[i] = steps ? 1 : out->nprompt;
+		fed[i] = lens[i];
 		lp[i] = out->lp;
 		slots[i] = i;
 	}
-	if (e->ops->prefill(e, nb, NULL, toks, lens, g->logits, o->logprobs ? lp : NULL, err))
+	if (e->ops->prefill(e, nb, NULL, toks, lens, g->logits, o->logprobs && !steps ? lp : NULL, err))
 		return -1;
-	if (o->max_tokens == 0)
+	if (o->max_tokens == 0 && !steps)
 		return 0;
 	/* logits row j belongs to sequence slots[j]; each step keeps the ones still going */
 	for (;;) {
@@ -173,30 +200,40 @@ static int run_batch(struct mt_gen *g, const struct mt_gen_opts *o, struct mt_ge
 			int k = slots[j];
 			struct mt_gen_out *out = &outs[k];
 			const float *z = g->logits + (int64_t)j * V;
-			int32_t t = mt_sample(&g->smp, z, &o->sp, mt_sample_uniform(o->seed, (uint64_t)(index0 + k), (uint64_t)out->n));
+			int32_t t;
 			int done = 0;
-			if (o->logprobs)
-				out->lp[out->nprompt - 1 + out->n] = (float)mt_sample_logprob(z, e->vocab, t);
-			out->ids[out->n++] = t;
-			if (t == g->eod) {
-				out->finish = MT_GEN_EOD;
+			if (fed[k] < out->nprompt) { /* prompt_steps: the prompt's next token, scored */
+				t = out->prompt_ids[fed[k]];
+				score_at(g, o, out, z, fed[k] - 1, t);
+				fed[k]++;
+				done = fed[k] == out->nprompt && o->max_tokens == 0;
+			} else if (o->max_tokens == 0) { /* prompt_steps with a one-token prompt */
 				done = 1;
 			} else {
-				char buf[32];
-				const char *s;
-				size_t sl = mt_gen_token_text(g->v, t, &s, buf);
-				int64_t at;
-				if (append(out, s, sl, err))
-					return -1;
-				if (o->nstop && (at = find_stop(o, out, sl)) >= 0) {
-					out->text_len = (size_t)at;
-					out->text[at] = '\0';
-					out->finish = MT_GEN_STOP;
+				t = mt_sample(&g->smp, z, &o->sp, mt_sample_uniform(o->seed, (uint64_t)(index0 + k), (uint64_t)out->n));
+				if (o->logprobs)
+					score_at(g, o, out, z, out->nprompt - 1 + out->n, t);
+				out->ids[out->n++] = t;
+				if (t == g->eod) {
+					out->finish = MT_GEN_EOD;
 					done = 1;
+				} else {
+					char buf[32];
+					const char *s;
+					size_t sl = mt_gen_token_text(g->v, t, &s, buf);
+					int64_t at;
+					if (append(out, s, sl, err))
+						return -1;
+					if (o->nstop && (at = find_stop(o, out, sl)) >= 0) {
+						out->text_len = (size_t)at;
+						out->text[at] = '\0';
+						out->finish = MT_GEN_STOP;
+						done = 1;
+					}
 				}
+				if (!done && out->n == o->max_tokens)
+					done = 1;
 			}
-			if (!done && out->n == o->max_tokens)
-				done = 1;
 			if (!done) {
 				slots[m] = k;
 				next[m] = t;

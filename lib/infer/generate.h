@@ -8,7 +8,12 @@
  * log-probabilities, left out of the text) or when its generated text contains a stop
  * string (the text is cut before it; the ids keep the token that completed it). Each
  * prompt's random numbers come from (seed, its index, the step) (sample.h), so results
- * do not depend on the batching. This file holds no HTTP and no output format. */
+ * do not depend on the batching.
+ *
+ * For the OpenAI endpoint's logprobs, the k most likely ids at each scored position
+ * (top_logprobs); with prompt_steps the prompt goes in one token at a time through the
+ * decode step instead of one prefill, so that its positions have them too (echo). This
+ * file holds no HTTP and no output format. */
 #ifndef MT_GENERATE_H
 #define MT_GENERATE_H
 
@@ -30,6 +35,8 @@ struct mt_gen_opts {
 	int logprobs;                /* log-probabilities of the prompt's tokens after the first and the generated ones */
 	const char *const *stop;     /* stop strings */
 	int nstop;
+	int top_logprobs;            /* k > 0 (with logprobs): the k most likely ids at each scored position */
+	int prompt_steps;            /* with top_logprobs: the prompt's positions too, fed one token a step */
 };
 
 struct mt_gen_out {
@@ -38,6 +45,8 @@ struct mt_gen_out {
 	int32_t *ids;                /* generated */
 	int n;
 	float *lp;                   /* logprobs: nprompt - 1 + n values, prompt's then generated */
+	int32_t *top_ids;            /* top_logprobs k: k ids a position, positions as lp (the prompt's */
+	float *top_lp;               /* only with prompt_steps), and their log-probabilities */
 	char *text;                  /* generated text, NUL-terminated (bytes; may be invalid UTF-8) */
 	size_t text_len, text_cap;
 	enum mt_gen_finish finish;

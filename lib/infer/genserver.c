@@ -14,12 +14,14 @@
 #include <time.h>
 
 #include "infer/genapi.h"
+#include "infer/openai.h"
 #include "base/log.h"
 
 struct mt_genserver {
 	struct MHD_Daemon *d;
 	struct mt_gen *g;
 	struct mt_genserver_opts o;
+	struct mt_openai oa;
 	pthread_mutex_t lock;
 };
 
@@ -28,6 +30,7 @@ struct upload {
 	char *buf;
 	size_t len, cap;
 	int too_big;
+	int openai;      /* an openai.c route: its answers, errors too, are in OpenAI's shape */
 };
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status, const char *json, int allow_put)
@@ -56,6 +59,38 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned int status
 	return ret;
 }
 
+static enum MHD_Result reply_openai_error(struct MHD_Connection *c, unsigned int status, const char *msg)
+{
+	char *s = mt_openai_error((int)status, msg, NULL, NULL);
+	enum MHD_Result ret = reply(c, status, s ? s : "{\"error\":{\"message\":\"out of memory\"}}", 0);
+
+	free(s);
+	return ret;
+}
+
+/* an openai.c route, its whole body in */
+static enum MHD_Result serve_openai(struct mt_genserver *s, struct MHD_Connection *c, const char *url,
+				    const char *method, const struct upload *u)
+{
+	char *resp = NULL;
+	int status;
+	enum MHD_Result ret;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pthread_mutex_lock(&s->lock);
+	status = mt_openai_handle(&s->oa, method, url, u->buf ? u->buf : "", u->len, &resp);
+	pthread_mutex_unlock(&s->lock);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	mt_info("%.8s %.80s %d, %zu bytes in, %zu out, %.3f s", method, url, status, u->len, resp ? strlen(resp) : 0,
+		(double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+	if (!resp)
+		return reply_openai_error(c, 500, "out of memory");
+	ret = reply(c, (unsigned int)status, resp, 0);
+	free(resp);
+	return ret;
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
 	struct upload *u = *con_cls;
@@ -76,21 +111,23 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 	if (!u) { /* first call: headers only */
 		const char *cl;
-		if (strcmp(url, "/api") != 0) {
-			snprintf(msg, sizeof(msg), "no such path: %.80s (the API is PUT /api)", url);
+		int oa = mt_openai_owns(url);
+		if (!oa && strcmp(url, "/api") != 0) {
+			snprintf(msg, sizeof(msg), "no such path: %.60s (PUT /api, or OpenAI's /v1/)", url);
 			return reply_error(c, MHD_HTTP_NOT_FOUND, msg, 0);
 		}
-		if (strcmp(method, "PUT") != 0) {
+		if (!oa && strcmp(method, "PUT") != 0) {
 			snprintf(msg, sizeof(msg), "method %.20s not allowed on /api: use PUT", method);
 			return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, msg, 1);
 		}
 		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
 			snprintf(msg, sizeof(msg), "the body is larger than the limit of %zu bytes", s->o.max_body);
-			return reply_error(c, 413 /* content too large */, msg, 0);
+			return oa ? reply_openai_error(c, 413, msg) : reply_error(c, 413 /* content too large */, msg, 0);
 		}
 		if (!(u = calloc(1, sizeof(*u))))
 			return MHD_NO;
+		u->openai = oa;
 		*con_cls = u;
 		return MHD_YES;
 	}
@@ -117,8 +154,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	/* the whole body is in */
 	if (u->too_big) {
 		snprintf(msg, sizeof(msg), "the body is larger than the limit of %zu bytes", s->o.max_body);
-		return reply_error(c, 413 /* content too large */, msg, 0);
+		return u->openai ? reply_openai_error(c, 413, msg) : reply_error(c, 413 /* content too large */, msg, 0);
 	}
+	if (u->openai)
+		return serve_openai(s, c, url, method, u);
 	{
 		char *resp = NULL;
 		int status;
@@ -163,6 +202,7 @@ int mt_genserver_start(struct mt_genserver **out, struct mt_gen *g, const struct
 	}
 	s->g = g;
 	s->o = *o;
+	mt_openai_init(&s->oa, g, o->model, o->seed);
 	pthread_mutex_init(&s->lock, NULL);
 	s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)600,

