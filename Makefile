@@ -24,9 +24,11 @@ msg = @printf '  %-7s %s\n' $(1) $(2)
 endif
 
 CC ?= cc
+CXX ?= g++
 CFLAGS ?= -O2 -g
+CXXFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd
+PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd sentencepiece
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -37,7 +39,8 @@ MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
 # trainer's OpenMP ones (measured: 10k against 38k tokens/s on the tiny model)
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 MT_CPPFLAGS += -I/usr/include/x86_64-linux-gnu/openblas-openmp
-LDLIBS := $(PKG_LIBS) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -fopenmp -lm -lpthread
+# sentencepiece's pkg-config also names its trainer library, which mt does not use
+LDLIBS := $(filter-out -lsentencepiece_train,$(PKG_LIBS)) -lstdc++ -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -fopenmp -lm -lpthread
 
 # CUDA: on when nvcc is found, unless CUDA=0.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -83,7 +86,10 @@ ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -ffp-contract=off -fopenmp $(MT_CPPFL
 
 TOOLS := mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate
 LIB_SRC := $(wildcard $(LAYERS:%=lib/%/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# C++ only where a library is C++ (lib/text/spmodel.cc wraps libsentencepiece)
+LIB_CXX_SRC := $(wildcard $(LAYERS:%=lib/%/*.cc))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o)
+ALL_CXXFLAGS := -std=gnu++17 -Wall -Wextra -Wno-unused-parameter $(CXXFLAGS) $(MT_CPPFLAGS) -MMD -MP
 CU_SRC := $(wildcard kernels/*.cu)
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
 TOOL_OBJ := $(BUILD)/bin/tool.o $(BUILD)/bin/dataopts.o
@@ -105,7 +111,7 @@ all: $(BINS)
 # Rebuild everything when the flags change (CUDA=0 after a CUDA build, say):
 # build/.flags is rewritten only when they differ, and every object depends on it.
 FLAGS_FILE := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS) | $(MPI_CFLAGS) $(MPI_LIBS)
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(CXX) $(CXXFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS) | $(MPI_CFLAGS) $(MPI_LIBS)
 ifneq ($(file <$(FLAGS_FILE)),$(FLAGS_NOW))
 $(shell mkdir -p $(BUILD))
 $(file >$(FLAGS_FILE),$(FLAGS_NOW))
@@ -133,6 +139,11 @@ $(BUILD)/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$<)
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	$(call msg,CXX,$<)
+	$(Q)$(CXX) $(ALL_CXXFLAGS) -c -o $@ $<
 
 $(BUILD)/kernels/%.o: kernels/%.cu $(FLAGS_FILE)
 	@mkdir -p $(dir $@)

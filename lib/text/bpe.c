@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/spm.h"
+
 #define CACHE_SLOTS (1u << 14) /* per encoder, about 1.2 MiB: 94% of a 64K cache's hits */
 #define CACHE_BYTES 30
 #define CACHE_IDS 8
@@ -76,7 +78,7 @@ int mt_bpe_init(struct mt_bpe *b, const struct mt_vocab *v, const struct mt_pret
 	memset(b, 0, sizeof(*b));
 	b->v = v;
 	b->p = p;
-	if (v->kind == MT_VOCAB_NULL)
+	if (v->kind == MT_VOCAB_NULL || v->kind == MT_VOCAB_SPM)
 		return 0;
 	b->cache = calloc(CACHE_SLOTS, sizeof(*b->cache));
 	if (!b->cache || scratch(b, 256)) {
@@ -375,6 +377,8 @@ int mt_bpe_encode(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *o
 {
 	if (b->v->kind == MT_VOCAB_NULL)
 		return encode_null(b, text, n, out, err);
+	if (b->v->kind == MT_VOCAB_SPM)
+		return mt_spm_encode(b->v->spm, text, n, &out->a, &out->n, &out->cap, err);
 	if (b->nadded)
 		return encode_added(b, text, n, out, err);
 	return encode_plain(b, text, n, out, err);
@@ -408,6 +412,8 @@ static int encode_plain(struct mt_bpe *b, const char *text, size_t n, struct mt_
 int mt_bpe_decode(const struct mt_vocab *v, const int32_t *ids, size_t n, char **buf,
 		  size_t *len, size_t *cap, struct mt_err *err)
 {
+	if (v->kind == MT_VOCAB_SPM)
+		return mt_spm_decode(v->spm, ids, n, buf, len, cap, err);
 	for (size_t i = 0; i < n; i++) {
 		int32_t id = ids[i];
 		char tmp[16];

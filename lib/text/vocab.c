@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/input.h"
+#include "text/spm.h"
 
 /* ---- GPT-2's byte <-> character mapping ------------------------------------------- */
 
@@ -244,6 +245,7 @@ void mt_vocab_free(struct mt_vocab *v)
 	free(v->tab);
 	free(v->pairs);
 	free(v->pattern);
+	mt_spm_free(v->spm);
 	memset(v, 0, sizeof(*v));
 }
 

@@ -21,7 +21,10 @@ enum mt_vocab_kind {
 	MT_VOCAB_TIKTOKEN,  /* rank file */
 	MT_VOCAB_HF,        /* tokenizer.json */
 	MT_VOCAB_NULL,      /* ids written as integers in the text */
+	MT_VOCAB_SPM,       /* a SentencePiece model (spm.h): encode and decode go there */
 };
+
+struct mt_spm;
 
 struct mt_vocab_pair {
 	uint64_t key;   /* left << 32 | right; 0 marks an empty slot (id pair 0,0 never merges... see vocab.c) */
@@ -49,6 +52,7 @@ struct mt_vocab {
 	int64_t vocab_size;     /* what Megatron calls tokenizer.vocab_size (for the dtype rule) */
 	char *pattern;          /* default pre-tokenization pattern (pretok.c name or regex), may be NULL */
 	int add_prefix_space;   /* HF ByteLevel add_prefix_space */
+	struct mt_spm *spm;     /* MT_VOCAB_SPM: the model and Megatron's type (spm.h) */
 };
 
 int mt_vocab_load_gpt2(struct mt_vocab *v, const char *vocab_json, const char *merges_txt,
