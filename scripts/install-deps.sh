@@ -16,6 +16,8 @@ PACKAGES=(
   libjansson-dev       # JSON lines
   nettle-dev           # MD5 of Megatron's index-cache descriptions
   libpcre2-dev         # tokenizer pre-tokenization patterns
+  libsentencepiece-dev # SentencePiece tokenizers (tokenizer.model; lib/text/spmodel.cc)
+  python3-sentencepiece   # reference ids of the SentencePiece tokenizers in the tests
   bats                 # command-line tests
   gzip xz-utils zstd bzip2 zip   # test fixtures in every compression libarchive reads
   time                 # /usr/bin/time -v for memory-bound checks

@@ -19,7 +19,7 @@ of strings each sentence's ids joined by " | ", "!missing" without the key. Lone
 surrogates reach the tokenizer as U+FFFD each (as mt-tokenize repairs them).
 The first line written to stderr is "vocab_size eod" of the tokenizer as Megatron builds it.
 --decode: instead of ids, each string document's text after encode and Megatron's
-detokenize, as JSON strings (one a line)."""
+detokenize, as raw UTF-8, each followed by a newline (as mt-tokenize decode writes it)."""
 import json
 import sys
 
@@ -111,7 +111,7 @@ def main():
         v = json.loads(line).get(key)
         if decode:
             if isinstance(v, str):
-                out.append(json.dumps(tok.detokenize(tok.tokenize(clean(v))), ensure_ascii=False))
+                out.append(tok.detokenize(tok.tokenize(clean(v))))
             continue
         if v is None:
             out.append("!missing")
@@ -119,7 +119,7 @@ def main():
             out.append(" ".join(map(str, tok.tokenize(clean(v)))))
         else:
             out.append(" | ".join(" ".join(map(str, tok.tokenize(clean(s)))) for s in v))
-    sys.stdout.write("".join(o + "\n" for o in out))
+    sys.stdout.buffer.write("".join(o + "\n" for o in out).encode("utf-8", "surrogatepass"))
 
 
 if __name__ == "__main__":
