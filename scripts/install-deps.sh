@@ -18,6 +18,7 @@ PACKAGES=(
   libpcre2-dev         # tokenizer pre-tokenization patterns
   libsentencepiece-dev # SentencePiece tokenizers (tokenizer.model; lib/text/spmodel.cc)
   python3-sentencepiece   # reference ids of the SentencePiece tokenizers in the tests
+  libutf8proc-dev      # tokenizer.json normalizers (NFC, NFKC, NFD, NFKD)
   bats                 # command-line tests
   gzip xz-utils zstd bzip2 zip   # test fixtures in every compression libarchive reads
   time                 # /usr/bin/time -v for memory-bound checks

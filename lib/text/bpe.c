@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/hfjson.h"
 #include "text/spm.h"
 
 #define CACHE_SLOTS (1u << 14) /* per encoder, about 1.2 MiB: 94% of a 64K cache's hits */
@@ -344,6 +345,7 @@ static int encode_null(struct mt_bpe *b, const char *s, size_t n, struct mt_ids 
 
 static int encode_plain(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out,
 			struct mt_err *err);
+static int encode_hf(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out, struct mt_err *err);
 
 /* Split the text at added tokens (leftmost match, longest there) and encode between. */
 static int encode_added(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out,
@@ -379,9 +381,39 @@ int mt_bpe_encode(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *o
 		return encode_null(b, text, n, out, err);
 	if (b->v->kind == MT_VOCAB_SPM)
 		return mt_spm_encode(b->v->spm, text, n, &out->a, &out->n, &out->cap, err);
+	if (b->v->hf.nnorm || b->v->hf.npre || b->v->hf.npost)
+		return encode_hf(b, text, n, out, err);
 	if (b->nadded)
 		return encode_added(b, text, n, out, err);
 	return encode_plain(b, text, n, out, err);
+}
+
+/* tokenizer.json with a normalizer or a post-processor that adds ids: the template's
+ * ids before, the normalized text's ids, the template's ids after */
+static int encode_hf(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out, struct mt_err *err)
+{
+	const struct mt_hf_extra *x = &b->v->hf;
+	char *norm = NULL;
+	size_t nn;
+	int rc;
+
+	for (int i = 0; i < x->npre; i++)
+		if (mt_ids_push(out, x->pre[i]))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (x->nnorm) {
+		if (mt_hfjson_normalize(b->v, text, n, &norm, &nn, err))
+			return -1;
+		text = norm;
+		n = nn;
+	}
+	rc = b->nadded ? encode_added(b, text, n, out, err) : encode_plain(b, text, n, out, err);
+	free(norm);
+	if (rc)
+		return -1;
+	for (int i = 0; i < x->npost; i++)
+		if (mt_ids_push(out, x->post[i]))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	return 0;
 }
 
 static int encode_plain(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out,

@@ -26,6 +26,18 @@ enum mt_vocab_kind {
 
 struct mt_spm;
 
+/* tokenizer.json's normalizer steps and the post-processor's ids around a text (hfjson.h) */
+struct mt_hf_norm {
+	int op;       /* MT_HF_NFC ... (hfjson.c) */
+	char *a, *b;  /* Prepend: a; Replace: a -> b */
+};
+struct mt_hf_extra {
+	struct mt_hf_norm *norm;
+	int nnorm;
+	int32_t *pre, *post; /* ids before and after the text's */
+	int npre, npost;
+};
+
 struct mt_vocab_pair {
 	uint64_t key;   /* left << 32 | right; 0 marks an empty slot (id pair 0,0 never merges... see vocab.c) */
 	int32_t rank;
@@ -53,6 +65,7 @@ struct mt_vocab {
 	char *pattern;          /* default pre-tokenization pattern (pretok.c name or regex), may be NULL */
 	int add_prefix_space;   /* HF ByteLevel add_prefix_space */
 	struct mt_spm *spm;     /* MT_VOCAB_SPM: the model and Megatron's type (spm.h) */
+	struct mt_hf_extra hf;  /* MT_VOCAB_HF: normalizer and post-processor */
 };
 
 int mt_vocab_load_gpt2(struct mt_vocab *v, const char *vocab_json, const char *merges_txt,
