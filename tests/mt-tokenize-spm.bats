@@ -183,4 +183,10 @@ import json
 t = json.load(open("hf/tokenizer_config.json")); c = json.load(open("hf/config.json"))
 print(t["tokenizer_class"], t["add_bos_token"], t["bos_token"], t["eos_token"], c["bos_token_id"], c["eos_token_id"])'
 	[ "$output" = "LlamaTokenizer True <s> </s> 1 2" ]
+	# imported back, the checkpoint records Llama2Tokenizer with its copy of the model
+	mt-generate -q --load ck --temperature 0 --max-tokens 4 --json "Once upon a time" > before.json
+	mt-ckpt-reshard import --format hf-llama hf ck2 2>/dev/null
+	cmp ck2/tokenizer/tokenizer.model "$F/llama.model"
+	mt-generate -q --load ck2 --temperature 0 --max-tokens 4 --json "Once upon a time" > after.json
+	cmp before.json after.json
 }

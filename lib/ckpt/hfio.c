@@ -275,6 +275,53 @@ static int write_tokenizer_spm(const struct mt_model *m, const char *dir, struct
 	return 0;
 }
 
+/* A SentencePiece tokenizer.model beside imported weights goes with the checkpoint
+ * (ckpt/tokenizer/tokenizer.model), recorded as Llama2Tokenizer when transformers adds a
+ * BOS (add_bos_token, LlamaTokenizer's default), else as GPTSentencePieceTokenizer. */
+static int mkdir_p(const char *dir, struct mt_err *err);
+
+static int import_spm(const char *hfdir, const char *ckptdir, char *abs_ck, json_t *ta, struct mt_err *err)
+{
+	char *model = mt_path_join(hfdir, "tokenizer.model"), *cfgp = mt_path_join(hfdir, "tokenizer_config.json");
+	char *tokdir = NULL, *m2 = NULL;
+	json_t *tc = NULL, *tk, *bos;
+	int rc = -1;
+
+	if (!model || !cfgp) {
+		rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	if (access(model, R_OK) != 0) {
+		rc = 0;
+		goto out;
+	}
+	if (mkdir_p(ckptdir, err) || !realpath(ckptdir, abs_ck))
+		goto out;
+	tokdir = mt_path_join(abs_ck, "tokenizer");
+	if (!tokdir || (mkdir(tokdir, 0777) != 0 && errno != EEXIST)) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", tokdir ? tokdir : ckptdir);
+		goto out;
+	}
+	if (copy_file(model, tokdir, "tokenizer.model", err))
+		goto out;
+	m2 = mt_path_join(tokdir, "tokenizer.model");
+	tc = json_load_file(cfgp, 0, NULL);
+	bos = json_object_get(tc, "add_bos_token");
+	tk = json_object();
+	json_object_set_new(tk, "type", json_string(!bos || json_is_true(bos) ? "Llama2Tokenizer"
+								: "GPTSentencePieceTokenizer"));
+	json_object_set_new(tk, "tokenizer_model", json_string(m2 ? m2 : ""));
+	json_object_set_new(ta, "tokenizer", tk);
+	rc = 0;
+out:
+	json_decref(tc);
+	free(model);
+	free(cfgp);
+	free(tokdir);
+	free(m2);
+	return rc;
+}
+
 static int write_tokenizer(const struct mt_model *m, const char *dir, struct mt_hf_tokens *tok, int *written,
 			   struct mt_err *err)
 {
@@ -616,6 +663,8 @@ int mt_hf_import(const char *hfdir, const char *ckptdir, const struct mt_hf_impo
 		free(v2);
 		free(m2);
 		json_object_set_new(ta, "tokenizer", tk);
+	} else if (import_spm(hfdir, ckptdir, abs_ck, ta, err)) {
+		goto out;
 	}
 	args = json_dumps(ta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	cfg = mt_config_to_json(&l.cfg);
