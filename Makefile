@@ -28,10 +28,13 @@ msg = @printf '  %-7s %s\n' $(1) $(2)
 endif
 
 CC ?= cc
+CXX ?= g++
 CFLAGS ?= -O2 -g
+CXXFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-# zlib: CRC-32 of Megatron's ZIP checkpoints; libprotobuf-c and libisal: TensorBoard event files (lib/base/tfevents.c)
-PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd zlib libprotobuf-c libisal
+# zlib: CRC-32 of Megatron's ZIP checkpoints; libprotobuf-c and libisal: TensorBoard event files
+# (lib/base/tfevents.c); sentencepiece and libutf8proc: SentencePiece tokenizers, tokenizer.json normalizers
+PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd zlib libprotobuf-c libisal sentencepiece libutf8proc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -42,7 +45,8 @@ MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
 # trainer's OpenMP ones (measured: 10k against 38k tokens/s on the tiny model)
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
 MT_CPPFLAGS += -I/usr/include/x86_64-linux-gnu/openblas-openmp
-LDLIBS := $(PKG_LIBS) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -fopenmp -lm -lpthread
+# sentencepiece's pkg-config also names its trainer library, which mt does not use
+LDLIBS := $(filter-out -lsentencepiece_train,$(PKG_LIBS)) -lstdc++ -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -fopenmp -lm -lpthread
 
 # CUDA: on when nvcc is found, unless CUDA=0.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -94,7 +98,10 @@ ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN_FLAGS) -ffp-contract=off -fopen
 
 TOOLS := mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate
 LIB_SRC := $(wildcard $(LAYERS:%=lib/%/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# C++ only where a library is C++ (lib/text/spmodel.cc wraps libsentencepiece)
+LIB_CXX_SRC := $(wildcard $(LAYERS:%=lib/%/*.cc))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o)
+ALL_CXXFLAGS := -std=gnu++17 -Wall -Wextra -Wno-unused-parameter $(CXXFLAGS) $(MT_CPPFLAGS) -MMD -MP
 CU_SRC := $(wildcard kernels/*.cu)
 CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
 TOOL_OBJ := $(BUILD)/bin/tool.o $(BUILD)/bin/dataopts.o $(BUILD)/bin/megatronopts.o
@@ -116,7 +123,7 @@ all: $(BINS)
 # Rebuild everything when the flags change (CUDA=0 after a CUDA build, say):
 # build/.flags is rewritten only when they differ, and every object depends on it.
 FLAGS_FILE := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS) | $(MPI_CFLAGS) $(MPI_LIBS) | $(SAN_FLAGS)
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) | $(CXX) $(CXXFLAGS) | $(NVCC) $(NVCC_ALL) | $(LINK_LIBS) | $(MPI_CFLAGS) $(MPI_LIBS) | $(SAN_FLAGS)
 ifneq ($(file <$(FLAGS_FILE)),$(FLAGS_NOW))
 $(shell mkdir -p $(BUILD))
 $(file >$(FLAGS_FILE),$(FLAGS_NOW))
@@ -144,6 +151,11 @@ $(BUILD)/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$<)
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc $(FLAGS_FILE)
+	@mkdir -p $(dir $@)
+	$(call msg,CXX,$<)
+	$(Q)$(CXX) $(ALL_CXXFLAGS) -c -o $@ $<
 
 $(BUILD)/kernels/%.o: kernels/%.cu $(FLAGS_FILE)
 	@mkdir -p $(dir $@)

@@ -260,7 +260,8 @@ static int hf(int argc, char **argv, int export)
 			mt_die_err(&e);
 		if (!quiet) {
 			mt_info("exported %lld tensors of '%s' (iteration %lld) to %s as %s%s", (long long)r.tensors, m.iterdir,
-				(long long)m.iteration, pos[1], fmt, r.tokenizer_files ? ", with the GPT-2 tokenizer files" : "");
+				(long long)m.iteration, pos[1], fmt, r.tokenizer_files == 2 ? ", with the SentencePiece tokenizer.model"
+				: r.tokenizer_files ? ", with the GPT-2 tokenizer files" : "");
 			if (r.verified)
 				mt_info("checked: the exported weights give the checkpoint's log-probabilities on a %d-token "
 					"prompt (largest difference %.3g)", r.tokens, r.max_diff);

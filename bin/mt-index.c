@@ -75,10 +75,11 @@ static const struct mt_option cat_opts[] = {
 	{ "json", 0, MT_ARG_NONE, O_JSON, NULL, "one JSON object per document: {\"doc\", \"ids\", \"lengths\"} or {\"doc\", \"text\"}" },
 	{ "decode", 0, MT_ARG_NONE, O_DECODE, NULL, "print text (needs the tokenizer options; implied by them)" },
 	{ "tokenizer-type", 0, MT_ARG_REQUIRED, O_TYPE, "TYPE",
-	  "GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer or NullTokenizer" },
+	  "GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+	  "Llama2Tokenizer or NullTokenizer" },
 	{ "vocab-file", 0, MT_ARG_REQUIRED, O_VOCAB, "FILE", "GPT-2 vocab.json" },
 	{ "merge-file", 0, MT_ARG_REQUIRED, O_MERGES, "FILE", "GPT-2 merges.txt" },
-	{ "tokenizer-model", 0, MT_ARG_REQUIRED, O_MODEL, "FILE", "tiktoken rank file or tokenizer.json" },
+	{ "tokenizer-model", 0, MT_ARG_REQUIRED, O_MODEL, "FILE", "tiktoken rank file, tokenizer.json or SentencePiece tokenizer.model" },
 	{ "tiktoken-pattern", 0, MT_ARG_REQUIRED, O_PATTERN, "PAT", "accepted for symmetry with mt-tokenize; decoding needs none" },
 	{ "vocab-size", 0, MT_ARG_REQUIRED, O_VOCAB_SIZE, "N", "NullTokenizer's vocabulary size" },
 	{ 0 },

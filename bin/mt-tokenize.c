@@ -41,10 +41,12 @@ enum {
 
 #define TOKENIZER_OPTIONS                                                                                      \
 	{ "tokenizer-type", 0, MT_ARG_REQUIRED, O_TYPE, "TYPE",                                                \
-	  "GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer or NullTokenizer" },                           \
+	  "GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer, SentencePieceTokenizer, "                      \
+	  "GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer" },                                       \
 	{ "vocab-file", 0, MT_ARG_REQUIRED, O_VOCAB, "FILE", "GPT-2 vocab.json" },                             \
 	{ "merge-file", 0, MT_ARG_REQUIRED, O_MERGES, "FILE", "GPT-2 merges.txt" },                            \
-	{ "tokenizer-model", 0, MT_ARG_REQUIRED, O_MODEL, "FILE", "tiktoken rank file or tokenizer.json" },    \
+	{ "tokenizer-model", 0, MT_ARG_REQUIRED, O_MODEL, "FILE",                                                   \
+	  "tiktoken rank file, tokenizer.json or SentencePiece tokenizer.model" },                              \
 	{ "tiktoken-pattern", 0, MT_ARG_REQUIRED, O_PATTERN, "PAT",                                            \
 	  "pre-tokenization: gpt2, cl100k, o200k or a regex (default: the tokenizer's own)" },                 \
 	{ "vocab-size", 0, MT_ARG_REQUIRED, O_VOCAB_SIZE, "N", "NullTokenizer's vocabulary size" }

@@ -61,6 +61,6 @@ while IFS= read -r f; do
 		[ "$rt" -le "$rf" ] ||
 			say "$f:$line: includes \"$inc\" (layer $to), above its own layer $from"
 	done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | paste -d: <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | cut -d: -f1) -)
-done < <(find lib bin kernels -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
+done < <(find lib bin kernels -type f \( -name '*.c' -o -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 
 exit $bad

@@ -33,11 +33,14 @@ PACKAGES=(
   libmicrohttpd-dev    # mt-generate --server (Megatron's REST interface)
   libprotobuf-c-dev    # TensorBoard event files: the Event/Summary messages (lib/base/tfevents.c)
   libisal-dev          # TensorBoard event files: the TFRecords' CRC32C (ISA-L's crc32_iscsi)
+  libsentencepiece-dev # SentencePiece tokenizers (tokenizer.model; lib/text/spmodel.cc)
+  libutf8proc-dev      # tokenizer.json normalizers (NFC, NFKC, NFD, NFKD)
   python3              # the demo corpus generator (share/demo/make-corpus.py)
   zstd                 # the demo's compressed corpus
 )
 # only the tests: independent references, fixtures, the test runners
 TEST_PACKAGES=(
+  python3-sentencepiece   # reference ids of the SentencePiece tokenizers in the tests
   bats                 # command-line tests
   gzip xz-utils bzip2 zip   # test fixtures in every compression libarchive reads (zstd is above)
   time                 # /usr/bin/time -v for memory-bound checks

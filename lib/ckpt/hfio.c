@@ -20,6 +20,8 @@
 #include "model/gpt.h"
 #include "base/log.h"
 #include "ckpt/safetensors.h"
+#include "text/spm.h"
+#include "text/tokenizer.h"
 
 int mt_hf_logprobs(const struct mt_config *c, const struct mt_params *p, const float *w, const int32_t *ids, int T,
 		   double *out, struct mt_err *err)
@@ -186,6 +188,140 @@ static int64_t gpt2_eod(const char *vocab)
 	return id;
 }
 
+static int write_json(const char *dir, const char *name, json_t *o, struct mt_err *err)
+{
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	int rc = s ? write_text(dir, name, s, err) : mt_err_set(err, MT_EXIT_IO, "out of memory");
+
+	free(s);
+	json_decref(o);
+	return rc;
+}
+
+/* A SentencePiece tokenizer: the model file copied as tokenizer.model, and a
+ * tokenizer_config.json for transformers' LlamaTokenizer (legacy mode: the library's
+ * own ids; a BOS first only for Llama2Tokenizer; the ids SentencePieceTokenizer adds
+ * after the model's pieces as added tokens). */
+static int write_tokenizer_spm(const struct mt_model *m, const char *dir, struct mt_hf_tokens *tok, int *written,
+			       struct mt_err *err)
+{
+	struct mt_tokenizer_args a = { .type = m->tok_type, .tokenizer_model = m->tok_model };
+	struct mt_tokenizer t;
+	const struct mt_spm *s;
+	json_t *tc, *gc, *added;
+	size_t n;
+	char name[64];
+
+	if (!m->tok_model || access(m->tok_model, R_OK) != 0) {
+		mt_warn("no tokenizer files in the export: the checkpoint's tokenizer model '%s' cannot be read (moved?); "
+			"copy it there as tokenizer.model yourself", m->tok_model ? m->tok_model : "(none recorded)");
+		return 0;
+	}
+	if (mt_tokenizer_load(&t, &a, err))
+		return mt_err_prefix(err, "tokenizer recorded in '%s'", m->iterdir);
+	s = t.vocab.spm;
+	tok->bos = s->bos;
+	tok->eos = t.vocab.eod;
+	tc = json_object();
+	json_object_set_new(tc, "tokenizer_class", json_string("LlamaTokenizer"));
+	json_object_set_new(tc, "model_max_length", json_integer(m->cfg.max_position_embeddings));
+	json_object_set_new(tc, "add_bos_token", json_boolean(s->type == MT_SPM_LLAMA2));
+	json_object_set_new(tc, "add_eos_token", json_false());
+	json_object_set_new(tc, "legacy", json_true());
+	json_object_set_new(tc, "clean_up_tokenization_spaces", json_false());
+	{
+		/* the pieces' own text, not their streamed form */
+		static const char *const keys[] = { "bos_token", "eos_token", "unk_token" };
+		int32_t ids[] = { s->bos, t.vocab.eod, mt_spmodel_unk(s->model) };
+		for (int i = 0; i < 3; i++) {
+			const char *p;
+			if (ids[i] < 0)
+				continue;
+			if (ids[i] < s->npieces) {
+				p = mt_spmodel_piece(s->model, ids[i], &n);
+				json_object_set_new(tc, keys[i], json_stringn(p, n));
+			} else {
+				json_object_set_new(tc, keys[i], json_stringn(t.vocab.arena + t.vocab.off[ids[i]],
+									     t.vocab.len[ids[i]]));
+			}
+		}
+	}
+	added = json_object();
+	for (int i = 0; i < s->nspecial; i++) {
+		json_t *e;
+		if (s->special[i].id < s->npieces)
+			continue;
+		e = json_object();
+		json_object_set_new(e, "content", json_string(s->special[i].text));
+		json_object_set_new(e, "special", json_true());
+		snprintf(name, sizeof(name), "%d", s->special[i].id);
+		json_object_set_new(added, name, e);
+	}
+	if (json_object_size(added))
+		json_object_set_new(tc, "added_tokens_decoder", added);
+	else
+		json_decref(added);
+	mt_tokenizer_free(&t);
+	if (copy_file(m->tok_model, dir, "tokenizer.model", err))
+		return mt_err_prefix(err, "tokenizer recorded in '%s'", m->iterdir);
+	if (write_json(dir, "tokenizer_config.json", tc, err))
+		return -1;
+	gc = json_object();
+	json_object_set_new(gc, "bos_token_id", tok->bos >= 0 ? json_integer(tok->bos) : json_null());
+	json_object_set_new(gc, "eos_token_id", tok->eos >= 0 ? json_integer(tok->eos) : json_null());
+	if (write_json(dir, "generation_config.json", gc, err))
+		return -1;
+	*written = 2;
+	return 0;
+}
+
+/* A SentencePiece tokenizer.model beside imported weights goes with the checkpoint
+ * (ckpt/tokenizer/tokenizer.model), recorded as Llama2Tokenizer when transformers adds a
+ * BOS (add_bos_token, LlamaTokenizer's default), else as GPTSentencePieceTokenizer. */
+static int mkdir_p(const char *dir, struct mt_err *err);
+
+static int import_spm(const char *hfdir, const char *ckptdir, char *abs_ck, json_t *ta, struct mt_err *err)
+{
+	char *model = mt_path_join(hfdir, "tokenizer.model"), *cfgp = mt_path_join(hfdir, "tokenizer_config.json");
+	char *tokdir = NULL, *m2 = NULL;
+	json_t *tc = NULL, *tk, *bos;
+	int rc = -1;
+
+	if (!model || !cfgp) {
+		rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	if (access(model, R_OK) != 0) {
+		rc = 0;
+		goto out;
+	}
+	if (mkdir_p(ckptdir, err) || !realpath(ckptdir, abs_ck))
+		goto out;
+	tokdir = mt_path_join(abs_ck, "tokenizer");
+	if (!tokdir || (mkdir(tokdir, 0777) != 0 && errno != EEXIST)) {
+		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", tokdir ? tokdir : ckptdir);
+		goto out;
+	}
+	if (copy_file(model, tokdir, "tokenizer.model", err))
+		goto out;
+	m2 = mt_path_join(tokdir, "tokenizer.model");
+	tc = json_load_file(cfgp, 0, NULL);
+	bos = json_object_get(tc, "add_bos_token");
+	tk = json_object();
+	json_object_set_new(tk, "type", json_string(!bos || json_is_true(bos) ? "Llama2Tokenizer"
+								: "GPTSentencePieceTokenizer"));
+	json_object_set_new(tk, "tokenizer_model", json_string(m2 ? m2 : ""));
+	json_object_set_new(ta, "tokenizer", tk);
+	rc = 0;
+out:
+	json_decref(tc);
+	free(model);
+	free(cfgp);
+	free(tokdir);
+	free(m2);
+	return rc;
+}
+
 static int write_tokenizer(const struct mt_model *m, const char *dir, struct mt_hf_tokens *tok, int *written,
 			   struct mt_err *err)
 {
@@ -201,6 +337,8 @@ static int write_tokenizer(const struct mt_model *m, const char *dir, struct mt_
 		tok->bos = tok->eos = m->cfg.vocab_size - 1; /* its end-of-document id is the last */
 		return 0;
 	}
+	if (mt_spm_type_parse(m->tok_type))
+		return write_tokenizer_spm(m, dir, tok, written, err);
 	if (strcmp(m->tok_type, "GPT2BPETokenizer") || !m->tok_vocab_file || !m->tok_merge_file)
 		return 0;
 	if (access(m->tok_vocab_file, R_OK) != 0 || access(m->tok_merge_file, R_OK) != 0) {
@@ -525,6 +663,8 @@ int mt_hf_import(const char *hfdir, const char *ckptdir, const struct mt_hf_impo
 		free(v2);
 		free(m2);
 		json_object_set_new(ta, "tokenizer", tk);
+	} else if (import_spm(hfdir, ckptdir, abs_ck, ta, err)) {
+		goto out;
 	}
 	args = json_dumps(ta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	cfg = mt_config_to_json(&l.cfg);

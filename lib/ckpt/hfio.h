@@ -51,7 +51,7 @@ struct mt_hf_report {
 	int verified;
 	int tokens;           /* of the prompt */
 	double max_diff;      /* largest log-probability difference */
-	int tokenizer_files;  /* 1 when vocab.json and merges.txt were written */
+	int tokenizer_files;  /* 1 when vocab.json and merges.txt were written, 2 tokenizer.model */
 	int64_t tensors;
 };
 

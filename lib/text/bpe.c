@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/hfjson.h"
+#include "text/spm.h"
+
 #define CACHE_SLOTS (1u << 14) /* per encoder, about 1.2 MiB: 94% of a 64K cache's hits */
 #define CACHE_BYTES 30
 #define CACHE_IDS 8
@@ -76,7 +79,7 @@ int mt_bpe_init(struct mt_bpe *b, const struct mt_vocab *v, const struct mt_pret
 	memset(b, 0, sizeof(*b));
 	b->v = v;
 	b->p = p;
-	if (v->kind == MT_VOCAB_NULL)
+	if (v->kind == MT_VOCAB_NULL || v->kind == MT_VOCAB_SPM)
 		return 0;
 	b->cache = calloc(CACHE_SLOTS, sizeof(*b->cache));
 	if (!b->cache || scratch(b, 256)) {
@@ -342,6 +345,7 @@ static int encode_null(struct mt_bpe *b, const char *s, size_t n, struct mt_ids 
 
 static int encode_plain(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out,
 			struct mt_err *err);
+static int encode_hf(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out, struct mt_err *err);
 
 /* Split the text at added tokens (leftmost match, longest there) and encode between. */
 static int encode_added(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out,
@@ -375,9 +379,41 @@ int mt_bpe_encode(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *o
 {
 	if (b->v->kind == MT_VOCAB_NULL)
 		return encode_null(b, text, n, out, err);
+	if (b->v->kind == MT_VOCAB_SPM)
+		return mt_spm_encode(b->v->spm, text, n, &out->a, &out->n, &out->cap, err);
+	if (b->v->hf.nnorm || b->v->hf.npre || b->v->hf.npost)
+		return encode_hf(b, text, n, out, err);
 	if (b->nadded)
 		return encode_added(b, text, n, out, err);
 	return encode_plain(b, text, n, out, err);
+}
+
+/* tokenizer.json with a normalizer or a post-processor that adds ids: the template's
+ * ids before, the normalized text's ids, the template's ids after */
+static int encode_hf(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out, struct mt_err *err)
+{
+	const struct mt_hf_extra *x = &b->v->hf;
+	char *norm = NULL;
+	size_t nn;
+	int rc;
+
+	for (int i = 0; i < x->npre; i++)
+		if (mt_ids_push(out, x->pre[i]))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (x->nnorm) {
+		if (mt_hfjson_normalize(b->v, text, n, &norm, &nn, err))
+			return -1;
+		text = norm;
+		n = nn;
+	}
+	rc = b->nadded ? encode_added(b, text, n, out, err) : encode_plain(b, text, n, out, err);
+	free(norm);
+	if (rc)
+		return -1;
+	for (int i = 0; i < x->npost; i++)
+		if (mt_ids_push(out, x->post[i]))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	return 0;
 }
 
 static int encode_plain(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *out,
@@ -408,6 +444,8 @@ static int encode_plain(struct mt_bpe *b, const char *text, size_t n, struct mt_
 int mt_bpe_decode(const struct mt_vocab *v, const int32_t *ids, size_t n, char **buf,
 		  size_t *len, size_t *cap, struct mt_err *err)
 {
+	if (v->kind == MT_VOCAB_SPM)
+		return mt_spm_decode(v->spm, ids, n, buf, len, cap, err);
 	for (size_t i = 0; i < n; i++) {
 		int32_t id = ids[i];
 		char tmp[16];

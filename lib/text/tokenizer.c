@@ -3,14 +3,18 @@
 
 #include <string.h>
 
+#include "text/spm.h"
+
+#define TYPES "GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer, SentencePieceTokenizer, " \
+	"GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer"
+
 int mt_tokenizer_load(struct mt_tokenizer *t, const struct mt_tokenizer_args *a, struct mt_err *err)
 {
 	const char *pattern;
 
 	memset(t, 0, sizeof(*t));
 	if (!a->type)
-		return mt_err_set(err, MT_EXIT_USAGE, "--tokenizer-type is required (GPT2BPETokenizer, "
-				  "TikTokenizer, HuggingFaceTokenizer or NullTokenizer)");
+		return mt_err_set(err, MT_EXIT_USAGE, "--tokenizer-type is required (" TYPES ")");
 	if (strcmp(a->type, "GPT2BPETokenizer") == 0) {
 		if (!a->vocab_file || !a->merge_file)
 			return mt_err_set(err, MT_EXIT_USAGE, "GPT2BPETokenizer needs --vocab-file and --merge-file");
@@ -26,13 +30,18 @@ int mt_tokenizer_load(struct mt_tokenizer *t, const struct mt_tokenizer_args *a,
 			return mt_err_set(err, MT_EXIT_USAGE, "HuggingFaceTokenizer needs --tokenizer-model (a tokenizer.json)");
 		if (mt_vocab_load_hf(&t->vocab, a->tokenizer_model, err))
 			return -1;
+	} else if (mt_spm_type_parse(a->type)) {
+		if (!a->tokenizer_model)
+			return mt_err_set(err, MT_EXIT_USAGE, "%s needs --tokenizer-model (a SentencePiece tokenizer.model)",
+					  a->type);
+		/* SentencePiece splits text itself: no pre-tokenization pattern */
+		return mt_spm_load(&t->vocab, a->tokenizer_model, mt_spm_type_parse(a->type), err);
 	} else if (strcmp(a->type, "NullTokenizer") == 0) {
 		if (a->vocab_size <= 0)
 			return mt_err_set(err, MT_EXIT_USAGE, "NullTokenizer needs --vocab-size");
 		return mt_vocab_init_null(&t->vocab, a->vocab_size, err);
 	} else {
-		return mt_err_set(err, MT_EXIT_USAGE, "unknown --tokenizer-type '%s' (GPT2BPETokenizer, "
-				  "TikTokenizer, HuggingFaceTokenizer or NullTokenizer)", a->type);
+		return mt_err_set(err, MT_EXIT_USAGE, "unknown --tokenizer-type '%s' (" TYPES ")", a->type);
 	}
 	pattern = a->pattern ? a->pattern : t->vocab.pattern;
 	if (!pattern) {

@@ -14,7 +14,8 @@
 #include "text/vocab.h"
 
 struct mt_tokenizer_args {
-	const char *type;          /* GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer, NullTokenizer */
+	const char *type;          /* GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer, NullTokenizer,
+				    * SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer */
 	const char *vocab_file;
 	const char *merge_file;
 	const char *tokenizer_model;

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "base/input.h"
+#include "text/hfjson.h"
+#include "text/spm.h"
 
 /* ---- GPT-2's byte <-> character mapping ------------------------------------------- */
 
@@ -244,6 +246,8 @@ void mt_vocab_free(struct mt_vocab *v)
 	free(v->tab);
 	free(v->pairs);
 	free(v->pattern);
+	mt_spm_free(v->spm);
+	mt_hfjson_free(&v->hf);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -654,18 +658,21 @@ static int hf_pre_tokenizer(struct mt_vocab *v, json_t *pt, const char *file, st
 				const char *re = json_string_value(json_object_get(json_object_get(item, "pattern"), "Regex"));
 				const char *beh = json_string_value(json_object_get(item, "behavior"));
 				if (!re || (beh && strcmp(beh, "Isolated") != 0) || json_is_true(json_object_get(item, "invert")) || v->pattern)
-					return mt_err_set(err, MT_EXIT_DATA, "'%s': unsupported Split pre-tokenizer (need one Regex pattern, behavior Isolated)", file);
+					return mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': unsupported Split pre-tokenizer (supported: one Regex pattern, "
+							  "behavior Isolated, not inverted)", file);
 				v->pattern = strdup(re);
 			} else if (t && strcmp(t, "ByteLevel") == 0) {
 				if (hf_pre_tokenizer(v, item, file, err))
 					return -1;
 			} else {
-				return mt_err_set(err, MT_EXIT_DATA, "'%s': unsupported pre-tokenizer '%s'", file, t ? t : "?");
+				return mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': unsupported pre-tokenizer '%s' (supported: "
+						  "ByteLevel, Split with a regex, a Sequence of them)", file, t ? t : "?");
 			}
 		}
 		return 0;
 	}
-	return mt_err_set(err, MT_EXIT_DATA, "'%s': unsupported pre-tokenizer '%s'", file, type ? type : "?");
+	return mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': unsupported pre-tokenizer '%s' (supported: ByteLevel, "
+			  "Split with a regex, a Sequence of them)", file, type ? type : "?");
 }
 
 int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_err *err)
@@ -693,16 +700,19 @@ int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_e
 	vocab = json_object_get(model, "vocab");
 	merges = json_object_get(model, "merges");
 	added = json_object_get(root, "added_tokens");
-	if (!type || strcmp(type, "BPE") != 0 || !json_is_object(vocab) || !json_is_array(merges)) {
+	if (type && strcmp(type, "BPE") != 0) {
+		mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': model type '%s' is not supported (only byte-level BPE)",
+			   tokenizer_json, type);
+		goto out;
+	}
+	if (!type || !json_is_object(vocab) || !json_is_array(merges)) {
 		mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': not a BPE model with vocab and merges", tokenizer_json);
 		goto out;
 	}
 	if (json_is_true(json_object_get(model, "byte_fallback"))) {
-		mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': byte_fallback models are not byte-level BPE", tokenizer_json);
-		goto out;
-	}
-	if (!json_is_null(json_object_get(root, "normalizer")) && json_object_get(root, "normalizer")) {
-		mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': normalizers are not supported", tokenizer_json);
+		mt_err_set(err, MT_EXIT_DATA, "tokenizer '%s': model BPE with byte_fallback (a SentencePiece-style "
+			   "model, as Llama 2's) is not supported: use --tokenizer-type Llama2Tokenizer (or "
+			   "GPTSentencePieceTokenizer) with its tokenizer.model", tokenizer_json);
 		goto out;
 	}
 	v->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
@@ -794,7 +804,8 @@ int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_e
 		if (v->rank[im] < 0)
 			v->rank[im] = (int32_t)i;
 	}
-	if (hf_pre_tokenizer(v, json_object_get(root, "pre_tokenizer"), tokenizer_json, err))
+	if (hf_pre_tokenizer(v, json_object_get(root, "pre_tokenizer"), tokenizer_json, err) ||
+	    mt_hfjson_load(v, root, tokenizer_json, err))
 		goto out;
 	static const char *const eods[] = { "<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eot_id|>" };
 	for (size_t e = 0; e < sizeof(eods) / sizeof(eods[0]) && v->eod < 0; e++)

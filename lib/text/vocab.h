@@ -21,6 +21,21 @@ enum mt_vocab_kind {
 	MT_VOCAB_TIKTOKEN,  /* rank file */
 	MT_VOCAB_HF,        /* tokenizer.json */
 	MT_VOCAB_NULL,      /* ids written as integers in the text */
+	MT_VOCAB_SPM,       /* a SentencePiece model (spm.h): encode and decode go there */
+};
+
+struct mt_spm;
+
+/* tokenizer.json's normalizer steps and the post-processor's ids around a text (hfjson.h) */
+struct mt_hf_norm {
+	int op;       /* MT_HF_NFC ... (hfjson.c) */
+	char *a, *b;  /* Prepend: a; Replace: a -> b */
+};
+struct mt_hf_extra {
+	struct mt_hf_norm *norm;
+	int nnorm;
+	int32_t *pre, *post; /* ids before and after the text's */
+	int npre, npost;
 };
 
 struct mt_vocab_pair {
@@ -49,6 +64,8 @@ struct mt_vocab {
 	int64_t vocab_size;     /* what Megatron calls tokenizer.vocab_size (for the dtype rule) */
 	char *pattern;          /* default pre-tokenization pattern (pretok.c name or regex), may be NULL */
 	int add_prefix_space;   /* HF ByteLevel add_prefix_space */
+	struct mt_spm *spm;     /* MT_VOCAB_SPM: the model and Megatron's type (spm.h) */
+	struct mt_hf_extra hf;  /* MT_VOCAB_HF: normalizer and post-processor */
 };
 
 int mt_vocab_load_gpt2(struct mt_vocab *v, const char *vocab_json, const char *merges_txt,

@@ -8,7 +8,8 @@ usage: ref-encode.py tiktoken ENCODING RANKS_DIR < corpus.jsonl
 tiktoken: ENCODING is gpt2, cl100k_base or o200k_base; RANKS_DIR holds the .tiktoken
 files (and GPT-2's files) that fetch.sh writes, so nothing is downloaded. Lone surrogates
 are replaced as tiktoken itself does. hf: Hugging Face tokenizers' Tokenizer.encode with
-add_special_tokens=False (added tokens in the text are matched)."""
+its post-processor (add_special_tokens=True, as Megatron's _HuggingFaceTokenizer calls it:
+a template's BOS/EOS around each text; added tokens in the text are matched)."""
 import hashlib
 import json
 import os
@@ -40,7 +41,7 @@ def hf_encoder(path):
 
     def encode(text):
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return tok.encode(text, add_special_tokens=False).ids
+        return tok.encode(text, add_special_tokens=True).ids
     return encode
 
 
