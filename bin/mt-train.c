@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/ckpt.h"
 #include "dist/dist.h"
 #include "train/batchsteps.h"
 #include "train/estimate.h"
@@ -39,7 +40,8 @@ enum {
 	O_NORM_EPS, O_SWIGLU, O_NOBIAS, O_UNTIE, O_GQA, O_GROUPS, O_KV, O_INIT_STD, O_ATT_DROP, O_HID_DROP,
 	O_MBS, O_LR, O_MIN_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_CLIP, O_DECAY_STYLE, O_WARMUP_ITERS,
 	O_WARMUP_FRAC, O_DECAY_ITERS, O_WSD_ITERS, O_WSD_STYLE, O_LOG_INTERVAL, O_LOG_JSON, O_SAVE,
-	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_ASYNC_SAVE, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
+	O_SAVE_INTERVAL, O_LOAD, O_KEEP, O_ASYNC_SAVE, O_FINETUNE, O_NO_LOAD_OPTIM, O_NO_LOAD_RNG, O_NO_SAVE_OPTIM,
+	O_USE_CKPT_ARGS, O_EXIT_INTERVAL, O_EXIT_MINS, O_MOCK, O_VOCAB_SIZE, O_MAX_SKIP,
 	O_NAN_CHECK, O_NO_NAN_CHECK,
 	O_DEVICE, O_TP, O_PP, O_BF16, O_FP16, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_WINDOW,
 	O_HYSTERESIS, O_DETERMINISTIC, O_RECOMPUTE,
@@ -99,6 +101,11 @@ static const struct mt_option opts[] = {
 	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "DIR", "resume from DIR's latest checkpoint (or DIR/iter_N)" },
 	{ "keep-last", 0, MT_ARG_REQUIRED, O_KEEP, "N", "keep only the newest N checkpoints" },
 	{ "async-save", 0, MT_ARG_NONE, O_ASYNC_SAVE, NULL, "write checkpoints in the background while training goes on" },
+	{ "finetune", 0, MT_ARG_NONE, O_FINETUNE, NULL, "with --load: the weights alone, training from iteration 0 with fresh optimizer state and schedule (Megatron's)" },
+	{ "no-load-optim", 0, MT_ARG_NONE, O_NO_LOAD_OPTIM, NULL, "with --load: not the optimizer state (AdamW moments) nor the learning-rate schedule" },
+	{ "no-load-rng", 0, MT_ARG_NONE, O_NO_LOAD_RNG, NULL, "accepted: mt's checkpoints hold no random-generator state (samples and initialization are seeded)" },
+	{ "no-save-optim", 0, MT_ARG_NONE, O_NO_SAVE_OPTIM, NULL, "checkpoints hold the weights only, not the optimizer state" },
+	{ "use-checkpoint-args", 0, MT_ARG_NONE, O_USE_CKPT_ARGS, NULL, "with --load: the model's flags from the checkpoint (those not given here; its normalization, activation, position embedding, biases and tying always)" },
 	{ "exit-interval", 0, MT_ARG_REQUIRED, O_EXIT_INTERVAL, "N", "save and stop at a multiple of N iterations" },
 	{ "exit-duration-in-mins", 0, MT_ARG_REQUIRED, O_EXIT_MINS, "M", "save and stop after M minutes" },
 	{ "mock-data", 0, MT_ARG_NONE, O_MOCK, NULL, "synthetic tokens (give --vocab-size)" },
@@ -238,7 +245,7 @@ int main(int argc, char **argv)
 	long long vp_layers = 0, vp_stages = 0;
 	int schedule = -1;
 	enum mt_recompute recompute = MT_RECOMPUTE_NONE;
-	int recompute_act = 0;
+	int recompute_act = 0, use_ckpt_args = 0;
 	int id, gqa = 0, dry = 0, device = -1;
 	double timeout = 600;
 	struct mt_dist dist;
@@ -399,6 +406,11 @@ int main(int argc, char **argv)
 		case O_LOAD: a.load = o.arg; break;
 		case O_KEEP: a.keep_last = (int)mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_ASYNC_SAVE: a.async_save = 1; break;
+		case O_FINETUNE: a.finetune = 1; break;
+		case O_NO_LOAD_OPTIM: a.no_load_optim = 1; break;
+		case O_NO_LOAD_RNG: a.no_load_rng = 1; break;
+		case O_NO_SAVE_OPTIM: a.no_save_optim = 1; break;
+		case O_USE_CKPT_ARGS: use_ckpt_args = 1; break;
 		case O_EXIT_INTERVAL: a.exit_interval = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		case O_EXIT_MINS:
 			a.exit_duration_mins = mt_tool_real(&o);
@@ -492,6 +504,53 @@ int main(int argc, char **argv)
 		case O_DECAY_SAMPLES: a.lr_decay_samples = mt_tool_num(&o, 1, INT64_MAX / 4); break;
 		}
 	}
+	if (use_ckpt_args) {
+		/* Megatron's --use-checkpoint-args: the sizes not given here from the checkpoint,
+		 * and its choices of normalization, activation, positions, biases and tying always */
+		struct mt_ckpt_loaded st;
+		struct mt_config cc;
+		char dir[4096];
+		int64_t it;
+		if (!a.load)
+			mt_die_usage(&o, "--use-checkpoint-args needs --load");
+		if (mt_ckpt_resolve(a.load, dir, sizeof(dir), &it, &e) || mt_ckpt_read_state(dir, &st, &e))
+			mt_die_err(&e);
+		if (mt_config_from_json(&cc, st.config_json, &e)) {
+			mt_err_prefix(&e, "checkpoint '%s'", dir);
+			mt_die_err(&e);
+		}
+		mt_ckpt_loaded_free(&st);
+#define FROM_CKPT(f) \
+	if (!a.cfg.f)  \
+		a.cfg.f = cc.f
+		FROM_CKPT(num_layers);
+		FROM_CKPT(hidden_size);
+		FROM_CKPT(num_attention_heads);
+		FROM_CKPT(seq_length);
+		FROM_CKPT(ffn_hidden_size);
+		FROM_CKPT(kv_channels);
+		FROM_CKPT(max_position_embeddings);
+		FROM_CKPT(make_vocab_size_divisible_by);
+#undef FROM_CKPT
+		a.cfg.position_embedding_type = cc.position_embedding_type;
+		a.cfg.rotary_base = cc.rotary_base;
+		a.cfg.normalization = cc.normalization;
+		a.cfg.norm_epsilon = cc.norm_epsilon;
+		a.cfg.swiglu = cc.swiglu;
+		a.cfg.add_bias_linear = cc.add_bias_linear;
+		a.cfg.untie_embeddings_and_output_weights = cc.untie_embeddings_and_output_weights;
+		if (cc.num_query_groups && cc.num_query_groups != cc.num_attention_heads) {
+			gqa = 1;
+			a.cfg.num_query_groups = cc.num_query_groups;
+		}
+		if (vocab <= 0 && !d.tok_type)
+			vocab = cc.vocab_size;
+		if (!o.quiet)
+			mt_info("--use-checkpoint-args: the model of '%s' (%d layers, hidden %d, %d heads, sequence %d)", dir,
+				a.cfg.num_layers, a.cfg.hidden_size, a.cfg.num_attention_heads, a.cfg.seq_length);
+	}
+	if ((a.finetune || a.no_load_optim || a.no_load_rng) && !a.load)
+		mt_die_usage(&o, "--%s goes with --load", a.finetune ? "finetune" : a.no_load_optim ? "no-load-optim" : "no-load-rng");
 	if (gqa && !a.cfg.num_query_groups)
 		mt_die_usage(&o, "--group-query-attention needs --num-query-groups");
 	if (!gqa)

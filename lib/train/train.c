@@ -482,6 +482,8 @@ static int save(struct trainer *tr, struct mt_err *err)
 	}
 	if (sv->solo) {
 		sv->t = &tr->t, sv->w = tr->w, sv->m = tr->m, sv->v = tr->v;
+		if (a->no_save_optim)
+			sv->m = sv->v = NULL;
 		sv->dir = a->save;
 		sv->keep_last = a->keep_last;
 		if (rc == 0 && a->async_save) {
@@ -491,7 +493,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 			sv->cv = copy_range(tr->v, 0, n, &fail);
 			if (fail)
 				rc = mt_err_set(err, MT_EXIT_IO, "out of memory for the checkpoint's host copy");
-			sv->w = sv->cw, sv->m = sv->cm, sv->v = sv->cv;
+			sv->w = sv->cw, sv->m = a->no_save_optim ? NULL : sv->cm, sv->v = a->no_save_optim ? NULL : sv->cv;
 		}
 	} else {
 		struct mt_ckpt_part *pt = &sv->pt;
@@ -507,7 +509,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 			pt->p0 = 0;
 			pt->p1 = tr->d->dp_rank == 0 ? tr->t.n : 0;
 		}
-		pt->w = tr->w, pt->m = tr->m, pt->v = tr->v;
+		pt->w = tr->w, pt->m = a->no_save_optim ? NULL : tr->m, pt->v = a->no_save_optim ? NULL : tr->v;
 		pt->rank = tr->d->rank, pt->tp_rank = tr->d->tp_rank, pt->pp_rank = tr->d->pp_rank, pt->dp_rank = tr->d->dp_rank;
 		pt->world = tr->d->world, pt->tp = tr->d->tp, pt->pp = tr->d->pp, pt->dp = tr->d->dp;
 		snprintf(what, sizeof(what), "%s/iter_%07lld", a->save, (long long)tr->iteration);
@@ -542,7 +544,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 			sv->cm = copy_range(tr->m, lo, hi, &fail);
 			sv->cv = copy_range(tr->v, lo, hi, &fail);
 			pt->base = lo;
-			pt->w = sv->cw, pt->m = sv->cm, pt->v = sv->cv;
+			pt->w = sv->cw, pt->m = a->no_save_optim ? NULL : sv->cm, pt->v = a->no_save_optim ? NULL : sv->cv;
 			if (fail)
 				rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint's host copy", tr->d->where);
 		}
@@ -583,11 +585,43 @@ static int load(struct trainer *tr, struct mt_err *err)
 		mt_ckpt_loaded_free(&st);
 		return mt_err_prefix(err, "checkpoint '%s'", dir);
 	}
-	if (c.num_layers != tr->lcfg.num_layers || c.hidden_size != tr->lcfg.hidden_size ||
-	    c.vocab_size != tr->lcfg.vocab_size) {
-		mt_ckpt_loaded_free(&st);
-		return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model (%d layers, hidden %d, vocab %lld)",
-				  dir, c.num_layers, c.hidden_size, (long long)c.vocab_size);
+	{
+		/* the first field that differs, named as its flag */
+		const struct mt_config *h = &tr->lcfg;
+		char why[256] = "";
+#define DIFF(cond, flag, fmt, x, y)                                                                          \
+	if (!why[0] && (cond))                                                                               \
+		snprintf(why, sizeof(why), "%s " fmt " here, " fmt " in the checkpoint", flag, x, y)
+		DIFF(c.num_layers != h->num_layers, "--num-layers", "%d", h->num_layers, c.num_layers);
+		DIFF(c.hidden_size != h->hidden_size, "--hidden-size", "%d", h->hidden_size, c.hidden_size);
+		DIFF(c.num_attention_heads != h->num_attention_heads, "--num-attention-heads", "%d", h->num_attention_heads,
+		     c.num_attention_heads);
+		DIFF(c.num_query_groups != h->num_query_groups, "--num-query-groups", "%d", h->num_query_groups,
+		     c.num_query_groups);
+		DIFF(c.kv_channels != h->kv_channels, "--kv-channels", "%d", h->kv_channels, c.kv_channels);
+		DIFF(c.ffn_hidden_size != h->ffn_hidden_size, "--ffn-hidden-size", "%d", h->ffn_hidden_size, c.ffn_hidden_size);
+		DIFF(c.vocab_size != h->vocab_size, "the vocabulary size (the tokenizer's, or --vocab-size; NullTokenizer "
+		     "adds its end-of-document id)", "%lld", (long long)h->vocab_size, (long long)c.vocab_size);
+		DIFF(c.max_position_embeddings != h->max_position_embeddings, "--max-position-embeddings", "%d",
+		     h->max_position_embeddings, c.max_position_embeddings);
+		DIFF(c.position_embedding_type != h->position_embedding_type, "--position-embedding-type", "%s",
+		     h->position_embedding_type == MT_POS_ROPE ? "rope" : "learned_absolute",
+		     c.position_embedding_type == MT_POS_ROPE ? "rope" : "learned_absolute");
+		DIFF(c.normalization != h->normalization, "--normalization", "%s",
+		     h->normalization == MT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+		     c.normalization == MT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+		DIFF(c.swiglu != h->swiglu, "--swiglu", "%s", h->swiglu ? "on" : "off", c.swiglu ? "on" : "off");
+		DIFF(c.add_bias_linear != h->add_bias_linear, "--disable-bias-linear", "%s", h->add_bias_linear ? "off" : "on",
+		     c.add_bias_linear ? "off" : "on");
+		DIFF(c.untie_embeddings_and_output_weights != h->untie_embeddings_and_output_weights,
+		     "--untie-embeddings-and-output-weights", "%s", h->untie_embeddings_and_output_weights ? "on" : "off",
+		     c.untie_embeddings_and_output_weights ? "on" : "off");
+#undef DIFF
+		if (why[0]) {
+			mt_ckpt_loaded_free(&st);
+			return mt_err_set(err, MT_EXIT_USAGE, "checkpoint '%s' holds another model: %s (or --use-checkpoint-args)",
+					  dir, why);
+		}
 	}
 	/* every rank reads its slices of the logical tensors (of the checkpoint's own table:
 	 * its vocabulary padded for the layout that wrote it; padding rows one has and the
@@ -595,6 +629,13 @@ static int load(struct trainer *tr, struct mt_err *err)
 	 * moments of its own share only (dp.c's, or the device backend's, which takes it
 	 * from the whole buffers) */
 	int dpzero = tr->a->distributed_optimizer && tr->have_dp, m0 = 0, m1 = tr->t.n, bad;
+	/* --finetune and --no-load-optim: the weights alone (the moments start at zero) */
+	int opt = st.has_optimizer && !tr->a->finetune && !tr->a->no_load_optim;
+
+	if (!st.has_optimizer && !tr->a->finetune && !tr->a->no_load_optim && st.iteration > 0 && !tr->a->quiet &&
+	    tr->d->rank == 0)
+		mt_warn("checkpoint '%s' holds no optimizer state: the AdamW moments start at zero (Megatron asks for "
+			"--no-load-optim or --finetune here)", dir);
 	struct mt_config cc = tr->lcfg;
 	struct mt_params ct;
 	cc.padded_vocab_size = c.padded_vocab_size;
@@ -606,21 +647,21 @@ static int load(struct trainer *tr, struct mt_err *err)
 		m0 = tr->dp.pfirst[tr->d->dp_rank];
 		m1 = tr->dp.pfirst[tr->d->dp_rank + 1];
 	}
-	bad = mt_ckpt_load_part(dir, &ct, &tr->t, tr->w, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL,
-				m0, m1, 0, err);
+	bad = mt_ckpt_load_part(dir, &ct, &tr->t, tr->w, opt ? tr->m : NULL, opt ? tr->v : NULL, m0, m1, 0, err);
 	mt_params_free(&ct);
-	if (bad || tr->b.ops->load_state(&tr->b, tr->w, st.has_optimizer && !dpzero ? tr->m : NULL,
-					 st.has_optimizer && !dpzero ? tr->v : NULL, err)) {
+	if (bad || tr->b.ops->load_state(&tr->b, tr->w, opt && !dpzero ? tr->m : NULL, opt && !dpzero ? tr->v : NULL, err)) {
 		mt_ckpt_loaded_free(&st);
 		return -1;
 	}
 	if (dpzero)
-		mt_dp_set_moments(&tr->dp, st.has_optimizer ? tr->m : NULL, st.has_optimizer ? tr->v : NULL);
-	tr->iteration = st.iteration;
-	tr->consumed_train = st.consumed_train_samples;
-	tr->consumed_valid = st.consumed_valid_samples;
-	tr->adam.step = st.optimizer_step;
-	if (st.scheduler_json && mt_sched_from_json(&tr->sched, st.scheduler_json, err)) {
+		mt_dp_set_moments(&tr->dp, opt ? tr->m : NULL, opt ? tr->v : NULL);
+	/* Megatron: --finetune starts at iteration 0 with no samples consumed; without the
+	 * optimizer state the learning-rate schedule starts again too */
+	tr->iteration = tr->a->finetune ? 0 : st.iteration;
+	tr->consumed_train = tr->a->finetune ? 0 : st.consumed_train_samples;
+	tr->consumed_valid = tr->a->finetune ? 0 : st.consumed_valid_samples;
+	tr->adam.step = opt ? st.optimizer_step : 0;
+	if (opt && st.scheduler_json && mt_sched_from_json(&tr->sched, st.scheduler_json, err)) {
 		mt_ckpt_loaded_free(&st);
 		return -1;
 	}

@@ -35,6 +35,10 @@ struct mt_train_args {
 	const char *save, *load;
 	int keep_last;
 	int async_save;                 /* --async-save: parts written by a thread while training goes on */
+	/* Megatron's checkpoint flags: --finetune (the weights alone, from iteration 0),
+	 * --no-load-optim (no moments, a fresh learning-rate schedule), --no-load-rng (mt's
+	 * checkpoints hold no generator state: accepted), --no-save-optim (weights only) */
+	int finetune, no_load_optim, no_load_rng, no_save_optim;
 	const char *log_json;           /* JSON lines file, or NULL */
 	struct mt_tblog_args tensorboard; /* --tensorboard-dir and its flags (dir NULL: none) */
 	uint64_t seed;
