@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 IDLE=${1:-10000}
 REQUESTS=${2:-50}
-B=${BUILD:-build}/bin
+B=$(cd "${BUILD:-build}/bin" && pwd)
 ROOT=$PWD
 W=$(mktemp -d)
 trap 'kill "$SERVER" 2>/dev/null || true; rm -rf "$W"' EXIT
@@ -27,7 +27,7 @@ prompts=("Once upon a time" "The dog" "One day Anna went to the" "x" "She was ha
 python3 -c '
 import json, sys
 for p, l in zip(sys.argv[1:], open("cli.jsonl")):
-    print(json.dumps({"prompt": p, "text": json.loads(l)["text"]}))' "${prompts[@]}" > expect.jsonl
+    print(json.dumps({"prompt": p, "text": p + json.loads(l)["text"]}))' "${prompts[@]}" > expect.jsonl
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 /usr/bin/time -v "$B/mt-generate" --load ck --server "$PORT" --server-timeout "${TIMEOUT:-60}" 2> server.log &
 SERVER=$!

@@ -22,17 +22,23 @@ setup_file() {
 	python3 -c '
 import json, sys
 for p, l in zip(sys.argv[1:], open("cli.jsonl")):
-    print(json.dumps({"prompt": p, "text": json.loads(l)["text"]}))' "${prompts[@]}" > expect.jsonl
+    print(json.dumps({"prompt": p, "text": p + json.loads(l)["text"]}))' "${prompts[@]}" > expect.jsonl
 }
 
 setup() {
 	cd "$BATS_TEST_TMPDIR"
 	F=$BATS_FILE_TMPDIR
+	SERVER=
+}
+
+# a failed test leaves no server behind (bats would wait for it)
+teardown() {
+	[ -z "$SERVER" ] || kill -KILL "$SERVER" 2>/dev/null || true
 }
 
 start_server() {
 	PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	mt-generate --load "$F/ck" --server "$PORT" "$@" 2> server.log &
+	mt-generate --load "$F/ck" --server "$PORT" "$@" 2> server.log 3>&- &
 	SERVER=$!
 	for _ in $(seq 1 100); do
 		grep -q 'serving PUT /api' server.log 2>/dev/null && return 0
@@ -90,7 +96,7 @@ client() { /usr/bin/python3 "$MT_ROOT/tests/reference/hostile_client.py" --port 
 @test "server: --server-max-connections bounds open connections; a real request waits for a slot the timeout frees" {
 	start_server --server-timeout 2 --server-max-connections 8
 	grep -q 'connections: 8 open at most' server.log
-	/usr/bin/python3 - "$PORT" <<-'EOF' &
+	/usr/bin/python3 - "$PORT" 3>&- <<-'EOF' &
 	import socket, sys, time
 	s = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(8)]
 	for c in s: c.sendall(b"PUT /api HTTP/1.1\r\nHost: x\r\n")
