@@ -39,7 +39,8 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_LOAD = 256, O_MAX_TOKENS, O_TEMP, O_TOP_K, O_TOP_P, O_SEED, O_STOP, O_FILE, O_JSONL, O_JSON, O_LOGPROBS,
-	O_BATCH, O_EOD, O_SERVER, O_HOST, O_MAX_BODY, O_MODEL_NAME, O_TOK_TYPE, O_VOCAB, O_MERGES, O_TOK_MODEL, O_DEVICE, O_BF16, O_FP32,
+	O_BATCH, O_EOD, O_SERVER, O_HOST, O_MAX_BODY, O_MODEL_NAME, O_SRV_TIMEOUT, O_SRV_CONNS, O_TOK_TYPE, O_VOCAB, O_MERGES,
+	O_TOK_MODEL, O_DEVICE, O_BF16, O_FP32,
 };
 
 static const struct mt_option opts[] = {
@@ -63,6 +64,8 @@ static const struct mt_option opts[] = {
 	{ "served-model-name", 0, MT_ARG_REQUIRED, O_MODEL_NAME, "NAME", "the model's id on /v1/models (default: the checkpoint directory's name)" },
 	{ "host", 0, MT_ARG_REQUIRED, O_HOST, "ADDR", "address the server binds (default 127.0.0.1)" },
 	{ "max-body-bytes", 0, MT_ARG_REQUIRED, O_MAX_BODY, "N", "largest request body the server reads (default 1048576)" },
+	{ "server-timeout", 0, MT_ARG_REQUIRED, O_SRV_TIMEOUT, "S", "close a connection silent for S seconds (default 10)" },
+	{ "server-max-connections", 0, MT_ARG_REQUIRED, O_SRV_CONNS, "N", "connections open at once at most (default 16384)" },
 	{ "tokenizer-type", 0, MT_ARG_REQUIRED, O_TOK_TYPE, "TYPE", "override the checkpoint's tokenizer" },
 	{ "vocab-file", 0, MT_ARG_REQUIRED, O_VOCAB, "FILE", "override the checkpoint's tokenizer file" },
 	{ "merge-file", 0, MT_ARG_REQUIRED, O_MERGES, "FILE", "override the checkpoint's tokenizer file" },
@@ -76,6 +79,7 @@ struct args {
 	int device_cuda, bf16, fp32;   /* device_cuda -1: cuda when a GPU is visible */
 	int32_t eod;
 	long long max_body;
+	unsigned srv_timeout, srv_conns;
 	struct mt_gen_opts g;
 	const char **stop;
 	int nstop;
@@ -194,6 +198,8 @@ static void parse(struct mt_opt *o, struct args *a, int argc, char **argv)
 		case O_HOST: a->host = o->arg; break;
 		case O_MODEL_NAME: a->model_name = o->arg; break;
 		case O_MAX_BODY: a->max_body = mt_tool_num(o, 16, 1LL << 32); break;
+		case O_SRV_TIMEOUT: a->srv_timeout = (unsigned)mt_tool_num(o, 1, 86400); break;
+		case O_SRV_CONNS: a->srv_conns = (unsigned)mt_tool_num(o, 4, 1 << 20); break;
 		case O_TOK_TYPE: a->tok.type = o->arg; break;
 		case O_VOCAB: a->tok.vocab_file = o->arg; break;
 		case O_MERGES: a->tok.merge_file = o->arg; break;
@@ -268,7 +274,9 @@ static void out_write(const void *p, size_t n)
 static int serve(struct args *a, struct mt_gen *g)
 {
 	struct mt_genserver *s;
-	struct mt_genserver_opts so = { a->host, a->port, (size_t)a->max_body, a->g.seed, a->model_name };
+	struct mt_genserver_opts so = { .host = a->host, .port = a->port, .max_body = (size_t)a->max_body,
+					.seed = a->g.seed, .model = a->model_name, .timeout_s = a->srv_timeout,
+					.max_conns = a->srv_conns };
 	struct mt_err e = { 0 };
 	sigset_t set;
 	int sig;

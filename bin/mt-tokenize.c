@@ -35,7 +35,7 @@ static const struct mt_tool_info info = {
 
 enum {
 	O_INPUT = 256, O_FORMAT, O_TEXT_SPLIT, O_KEYS, O_TYPE, O_VOCAB, O_MERGES, O_MODEL, O_PATTERN,
-	O_VOCAB_SIZE, O_EOD, O_EOD_ID, O_OUTPUT, O_WORKERS, O_PARTITIONS, O_LOG, O_SKIP, O_IMPL,
+	O_VOCAB_SIZE, O_EOD, O_EOD_ID, O_OUTPUT, O_WORKERS, O_PARTITIONS, O_LOG, O_SKIP, O_MAX_DOC, O_IMPL,
 	O_SPLIT_SENT, O_KEEP_NL, O_KEEP_SEQ, O_DATASET, O_DOCS, O_MIN_FREQ,
 };
 
@@ -62,6 +62,7 @@ static const struct mt_option encode_opts[] = {
 	{ "output-prefix", 0, MT_ARG_REQUIRED, O_OUTPUT, "PREFIX", "write PREFIX_{key}_document.bin/.idx" },
 	{ "workers", 0, MT_ARG_REQUIRED, O_WORKERS, "N", "tokenizer threads (default: the number of CPUs)" },
 	{ "skip-bad-lines", 0, MT_ARG_NONE, O_SKIP, NULL, "skip and count malformed records instead of stopping" },
+	{ "max-document-bytes", 0, MT_ARG_REQUIRED, O_MAX_DOC, "N", "longest record (line, paragraph, file) read; longer is an error (default 33554432)" },
 	{ "log-interval", 0, MT_ARG_REQUIRED, O_LOG, "N", "a status line every N documents (default: none)" },
 	{ "partitions", 0, MT_ARG_REQUIRED, O_PARTITIONS, "N", "accepted for Megatron scripts; threads do this work" },
 	{ "dataset-impl", 0, MT_ARG_REQUIRED, O_IMPL, "IMPL", "accepted for Megatron scripts; only mmap" },
@@ -97,6 +98,7 @@ struct args {
 	const char *format, *text_split, *output, *dataset, *docs;
 	struct mt_tokenizer_args tok;
 	int append_eod, skip_bad;
+	long long max_doc;
 	long long eod_id, workers, log_interval, min_freq;
 	const char *ids[4096];
 	int nids;
@@ -157,6 +159,7 @@ static void parse(struct mt_opt *o, struct args *a, int first_positional_ok)
 				mt_die_usage(o, "%s", o->err.msg);
 			break;
 		case O_SKIP: a->skip_bad = 1; break;
+		case O_MAX_DOC: a->max_doc = mt_tool_num(o, 1024, 1LL << 40); break;
 		case O_PARTITIONS:
 			if (mt_opt_long(o, 1, 1024, &v))
 				mt_die_usage(o, "%s", o->err.msg);
@@ -242,6 +245,7 @@ static int cmd_encode(struct mt_opt *o, struct args *a)
 	to.output_prefix = a->output;
 	to.dtype = mt_idx_dtype_for_vocab(t.vocab.vocab_size);
 	to.skip_bad_lines = a->skip_bad;
+	to.max_document = (size_t)a->max_doc;
 	to.quiet = o->quiet;
 	to.log_interval = a->log_interval;
 	to.prog = info.name;

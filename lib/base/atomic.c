@@ -1,8 +1,10 @@
 /* atomic.c: tmp + fsync + rename output (see atomic.h). Also keeps a small
- * registry of live temporary names so a signal handler can remove them, and the
- * numbered kill points tests use to stop a writer between any two of its steps. */
+ * registry of live temporary names so a signal handler can remove them, the
+ * numbered kill points tests use to stop a writer between any two of its steps, and
+ * the sweep of temporaries that killed writers left. */
 #include "base/atomic.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -89,10 +91,60 @@ static void clear(struct mt_atomic *w)
 	w->slot = -1;
 }
 
+int mt_atomic_sweep(const char *path)
+{
+	char *copy = strdup(path), *copy2 = strdup(path);
+	const char *dir, *base;
+	size_t nb;
+	DIR *d;
+	struct dirent *e;
+	int removed = 0;
+
+	if (!copy || !copy2)
+		goto out;
+	dir = dirname(copy);
+	base = basename(copy2);
+	nb = strlen(base);
+	if (!(d = opendir(dir)))
+		goto out;
+	while ((e = readdir(d))) {
+		const char *s = e->d_name + nb, *digits;
+		char *end, *p;
+		long pid;
+		struct stat st;
+		if (strncmp(e->d_name, base, nb) || strncmp(s, ".tmp.", 5))
+			continue;
+		digits = s + 5;
+		if (*digits < '1' || *digits > '9' || strspn(digits, "0123456789") != strlen(digits))
+			continue;
+		errno = 0;
+		pid = strtol(digits, &end, 10);
+		if (errno || *end || pid <= 0 || pid > INT32_MAX || pid == (long)getpid())
+			continue;
+		/* gone from this machine: ESRCH (EPERM is someone else's live process) */
+		if (!(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
+			continue;
+		if (!(p = malloc(strlen(dir) + strlen(e->d_name) + 2)))
+			break;
+		sprintf(p, "%s/%s", dir, e->d_name);
+		/* regular files only: the checkpoint code sweeps its own directories */
+		if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && unlink(p) == 0)
+			removed++;
+		free(p);
+	}
+	closedir(d);
+out:
+	free(copy);
+	free(copy2);
+	return removed;
+}
+
 int mt_atomic_open(struct mt_atomic *w, const char *path, struct mt_err *err)
 {
 	size_t n = strlen(path) + 32;
 	int fd;
+
+	mt_atomic_sweep(path);
 
 	memset(w, 0, sizeof(*w));
 	w->slot = -1;
@@ -230,6 +282,7 @@ int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt
 
 int mt_atomic_same(const char *path, const void *const *parts, const size_t *lens, int nparts)
 {
+	mt_atomic_sweep(path); /* the caller is about to write path, or would have */
 	struct stat st;
 	size_t total = 0, at = 0;
 	const unsigned char *m;

@@ -29,7 +29,18 @@ struct mt_atomic {
 	long long synced;   /* file offset up to which write-back was started */
 };
 
+/* Opening sweeps path's leftovers first (mt_atomic_sweep). */
 int mt_atomic_open(struct mt_atomic *w, const char *path, struct mt_err *err);
+
+/* Remove the temporaries that killed writers of path left: regular files named
+ * "<path>.tmp.<pid>" whose process no longer runs on this machine (kill(pid, 0) fails
+ * with ESRCH). A live writer's file, this process's own, and a process of another user
+ * (EPERM) are kept; names carry no host, so on a filesystem shared between machines a
+ * writer elsewhere whose pid is free here would lose its temporary: do not point two
+ * machines' runs at the same output names at once. Best effort; returns how many were
+ * removed. Spill files (x.idx.lens, x.idx.docs) are paths of their own, swept when
+ * opened. */
+int mt_atomic_sweep(const char *path);
 int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_err *err);
 /* The stream, for fprintf; errors surface at commit. */
 FILE *mt_atomic_file(struct mt_atomic *w);
@@ -41,7 +52,8 @@ void mt_atomic_abort(struct mt_atomic *w);
 int mt_atomic_write_file(const char *path, const void *data, size_t n, struct mt_err *err);
 
 /* 1 when path is a regular file holding exactly parts[0..nparts) end to end, else 0:
- * writers of caches skip a file that would not change (no rewrite, no new inode). */
+ * writers of caches skip a file that would not change (no rewrite, no new inode).
+ * Sweeps path's leftovers first (mt_atomic_sweep), as a write would. */
 int mt_atomic_same(const char *path, const void *const *parts, const size_t *lens, int nparts);
 
 /* Unlink every temporary file still open. Async-signal-safe. */

@@ -3,7 +3,8 @@
  * Every read goes through libarchive with all its decompression filters, the
  * archive formats, and the "raw" format for a single (possibly compressed)
  * stream. mtree is left out on purpose: its detector accepts some plain text.
- * Lines are cut from a private buffer that grows to the longest line seen. */
+ * Lines are cut from a private buffer that grows to the longest line seen, or up to a
+ * cap past which a line is read through without being kept. */
 #include "base/input.h"
 
 #include "base/log.h"
@@ -31,7 +32,10 @@ struct mt_input {
 	/* line reader */
 	char *buf;
 	size_t cap, beg, end;
+	size_t max_line;   /* 0: none */
 };
+
+void mt_input_set_max_line(struct mt_input *in, size_t max) { in->max_line = max; }
 
 static int arc_err(struct mt_input *in, struct mt_err *err, const char *what)
 {
@@ -230,6 +234,26 @@ int mt_input_getline(struct mt_input *in, char **line, size_t *len, struct mt_er
 			in->beg = in->end;
 			return 1;
 		}
+		/* a line over the cap: read through to its end, keeping nothing */
+		if (in->max_line && in->end - in->beg > in->max_line) {
+			size_t seen = in->end - in->beg;
+			for (;;) {
+				in->beg = in->end = 0;
+				r = mt_input_read(in, in->buf, in->cap, err);
+				if (r < 0)
+					return -1;
+				in->end = (size_t)r;
+				nl = r ? memchr(in->buf, '\n', in->end) : NULL;
+				if (nl || r == 0) {
+					seen += nl ? (size_t)(nl - in->buf) : in->end;
+					in->beg = nl ? (size_t)(nl - in->buf) + 1 : in->end;
+					*line = NULL;
+					*len = seen;
+					return 2;
+				}
+				seen += in->end;
+			}
+		}
 		/* need more bytes: compact, grow if one line fills the buffer */
 		if (in->beg > 0) {
 			memmove(in->buf, in->buf + in->beg, in->end - in->beg);
@@ -239,6 +263,10 @@ int mt_input_getline(struct mt_input *in, char **line, size_t *len, struct mt_er
 		scan = in->end;
 		if (in->cap - in->end < MT_INPUT_BLOCK / 2) {
 			size_t ncap = in->cap ? in->cap * 2 : MT_INPUT_BLOCK;
+			if (in->max_line && ncap > in->max_line + 2 * MT_INPUT_BLOCK)
+				ncap = in->max_line + 2 * MT_INPUT_BLOCK;
+			if (ncap <= in->cap) /* at the cap: the next pass sees the line is over it */
+				ncap = in->cap + MT_INPUT_BLOCK;
 			char *nb = realloc(in->buf, ncap);
 			if (!nb)
 				return mt_err_set(err, MT_EXIT_IO, "out of memory: a line longer than %zu bytes in '%s'",

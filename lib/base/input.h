@@ -33,6 +33,11 @@ ssize_t mt_input_read(struct mt_input *in, void *buf, size_t n, struct mt_err *e
  * counts too). *line stays valid until the next call. 1 for a line, 0 at the
  * end of the member, -1 on error. Do not mix with mt_input_read on a member. */
 int mt_input_getline(struct mt_input *in, char **line, size_t *len, struct mt_err *err);
+/* Cap the lines mt_input_getline buffers at max bytes (0: no cap, the default). A longer
+ * line is read through and dropped without being held: getline returns 2 with *line NULL
+ * and *len its length (what was read of it, at least max), and the next call goes on
+ * after it. The buffer then stays below max + 2 MiB. */
+void mt_input_set_max_line(struct mt_input *in, size_t max);
 
 const char *mt_input_name(const struct mt_input *in);   /* "<stdin>" for "-" */
 const char *mt_input_member(const struct mt_input *in); /* member path, or the input's name */

@@ -1,6 +1,6 @@
 /* genserver.c: the HTTP side of the generation server (genserver.h) on libmicrohttpd.
- * Requests are parsed and answered by genapi.c; here are only routes, body limits and
- * status codes. */
+ * Requests are parsed and answered by genapi.c; here are only routes, body limits,
+ * status codes and the daemon's defences (polling mode, timeouts, connection limit). */
 #include "infer/genserver.h"
 
 #include <arpa/inet.h>
@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -23,7 +25,32 @@ struct mt_genserver {
 	struct mt_genserver_opts o;
 	struct mt_openai oa;
 	pthread_mutex_t lock;
+	unsigned max_conns;
 };
+
+/* Descriptors kept for everything that is not a connection: the listening socket, the
+ * pool's epoll and signalling descriptors, the model's files, logs. */
+#define FD_RESERVE 64
+
+/* Raise the soft limit on open files to the hard one and return how many connections
+ * fit under it (want, or fewer). */
+static unsigned fit_connections(unsigned want)
+{
+	struct rlimit rl;
+	rlim_t room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return want;
+	if (rl.rlim_cur != rl.rlim_max) {
+		struct rlimit up = { rl.rlim_max, rl.rlim_max };
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl.rlim_cur = rl.rlim_max;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return want;
+	room = rl.rlim_cur > 2 * FD_RESERVE ? rl.rlim_cur - FD_RESERVE : rl.rlim_cur / 2;
+	return room < (rlim_t)want ? (unsigned)room : want;
+}
 
 /* what one connection has sent so far */
 struct upload {
@@ -102,6 +129,23 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 	}
 }
 
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	if (key && !strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH))
+		++*(int *)cls;
+	return MHD_YES;
+}
+
+/* libmicrohttpd refuses a Content-Length that is not a number itself, but takes the first
+ * of several: a request that says its length twice is ambiguous, so it is a 400 here. */
+static int content_lengths(struct MHD_Connection *c)
+{
+	int n = 0;
+
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &n);
+	return n;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			      const char *version, const char *data, size_t *data_size, void **con_cls)
 {
@@ -120,6 +164,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			snprintf(msg, sizeof(msg), "method %.20s not allowed on /api: use PUT", method);
 			return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, msg, 1);
 		}
+		if (content_lengths(c) > 1)
+			return reply_error(c, MHD_HTTP_BAD_REQUEST, "more than one Content-Length header", 0);
 		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
 			snprintf(msg, sizeof(msg), "the body is larger than the limit of %zu bytes", s->o.max_body);
@@ -183,7 +229,10 @@ int mt_genserver_start(struct mt_genserver **out, struct mt_gen *g, const struct
 	struct mt_genserver *s = calloc(1, sizeof(*s));
 	struct sockaddr_storage ss;
 	const char *host = o->host ? o->host : "127.0.0.1";
-	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
+	/* epoll on Linux (poll elsewhere), from a pool of threads */
+	unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD;
+	unsigned timeout = o->timeout_s ? o->timeout_s : MT_GENSERVER_TIMEOUT;
+	unsigned want = o->max_conns ? o->max_conns : MT_GENSERVER_MAX_CONNS;
 
 	*out = NULL;
 	if (!s)
@@ -203,17 +252,39 @@ int mt_genserver_start(struct mt_genserver **out, struct mt_gen *g, const struct
 	s->g = g;
 	s->o = *o;
 	mt_openai_init(&s->oa, g, o->model, o->seed);
+	s->max_conns = fit_connections(want);
+	if (s->max_conns < want)
+		mt_warn("the server takes %u connections at most, not %u: the open-file limit is %u (ulimit -n)",
+			s->max_conns, want, s->max_conns + FD_RESERVE);
+	if (s->max_conns < MT_GENSERVER_THREADS) {
+		free(s);
+		return mt_err_set(err, MT_EXIT_IO, "the open-file limit leaves no room for connections (ulimit -n)");
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)600,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+				MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+				MHD_OPTION_CONNECTION_LIMIT, s->max_conns,
+				MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)MT_GENSERVER_THREADS,
 				MHD_OPTION_END);
 	if (!s->d) {
 		pthread_mutex_destroy(&s->lock);
 		free(s);
 		return mt_err_set(err, MT_EXIT_IO, "cannot listen on %s port %d (in use, or not allowed?)", host, o->port);
 	}
+	{
+		const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_FLAGS);
+		mt_info("connections: %u open at most, closed after %u s of silence; %u threads polling with %s",
+			s->max_conns, timeout, MT_GENSERVER_THREADS,
+			di && (di->flags & MHD_USE_EPOLL) ? "epoll" : di && (di->flags & MHD_USE_POLL) ? "poll" : "select");
+	}
 	*out = s;
 	return 0;
+}
+
+unsigned mt_genserver_max_conns(const struct mt_genserver *s)
+{
+	return s->max_conns;
 }
 
 void mt_genserver_stop(struct mt_genserver *s)

@@ -2,6 +2,7 @@
 #include "text/tokenize.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #define BATCH_BYTES (256 << 10)
 #endif
 #define BATCH_RECORDS 8192
+#define SHRINK_BYTES (4 * BATCH_BYTES) /* a batch's buffers above this are freed on reuse */
 #ifndef POOL_PER_WORKER
 #define POOL_PER_WORKER 2 /* batches in the pool per worker, plus two */
 #endif
@@ -70,6 +72,8 @@ struct pipe {
 	int norigins, origcap;
 	int64_t total_size;
 	int warned;                 /* bad records reported so far (the first 10 are) */
+	size_t max_doc;             /* bytes of one record at most */
+	int64_t too_long;           /* records skipped by the reader for their size */
 	/* where the time went, for -vv: the reader's wait for a free slot, its CPU time */
 	double reader_blocked, reader_cpu;
 };
@@ -104,6 +108,14 @@ static struct batch *begin_batch(struct pipe *p)
 	}
 	b = slot(p, p->produced);
 	pthread_mutex_unlock(&p->mu);
+	if (b->cap > SHRINK_BYTES) { /* grown for a long record: give it back */
+		free(b->buf);
+		b->buf = NULL;
+		b->cap = 0;
+	}
+	for (int k = 0; k < MT_TOK_MAX_KEYS; k++)
+		if (b->out[k].toks.cap * sizeof(int32_t) > SHRINK_BYTES)
+			mt_ids_free(&b->out[k].toks);
 	b->seq = p->produced;
 	b->len = 0;
 	b->nrec = 0;
@@ -193,6 +205,7 @@ static int read_member(struct pipe *p, struct mt_input *in, struct batch **bp, i
 
 	if (!origin)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	mt_input_set_max_line(in, p->max_doc);
 #define FLUSH_IF_FULL()                                                                          \
 	do {                                                                                     \
 		if ((*bp)->len >= BATCH_BYTES || (*bp)->nrec >= BATCH_RECORDS) {                 \
@@ -200,6 +213,22 @@ static int read_member(struct pipe *p, struct mt_input *in, struct batch **bp, i
 			if (!(*bp = begin_batch(p)))                                             \
 				goto stopped;                                                    \
 		}                                                                                \
+	} while (0)
+/* a record over the cap: an error naming where it starts, or skipped with a warning */
+#define TOO_LONG(n, l)                                                                           \
+	do {                                                                                     \
+		if (!o->skip_bad_lines) {                                                        \
+			r = mt_err_set(err, MT_EXIT_DATA,                                        \
+				       "'%s':%lld: a document of %s%zu bytes, over the limit of %zu " \
+				       "(raise --max-document-bytes to tokenize it whole)",       \
+				       origin, (long long)(l), o->format == MT_TOK_TEXT_PARA ? "" : "at least ", \
+				       (size_t)(n), p->max_doc);                                 \
+			goto out;                                                                \
+		}                                                                                \
+		p->too_long++;                                                                   \
+		if (__atomic_fetch_add(&p->warned, 1, __ATOMIC_RELAXED) < 10)                    \
+			mt_warn("skipping '%s':%lld: a document of %zu bytes or more, over the limit of %zu", \
+				origin, (long long)(l), (size_t)(n), p->max_doc);                \
 	} while (0)
 #define ADD(s, n, l)                                                                             \
 	do {                                                                                     \
@@ -230,12 +259,27 @@ static int read_member(struct pipe *p, struct mt_input *in, struct batch **bp, i
 			if (got == 0)
 				break;
 			plen += (size_t)got;
+			if (plen > p->max_doc) {
+				TOO_LONG(plen, 1);
+				goto out; /* skipped: the rest of the member is not read */
+			}
 		}
 		ADD(para, plen, 1);
 		goto out;
 	}
-	while ((r = mt_input_getline(in, &line, &len, err)) == 1) {
+	while ((r = mt_input_getline(in, &line, &len, err)) == 1 || r == 2) {
 		lineno++;
+		if (r == 2) { /* a line over the cap, not kept */
+			if (o->format == MT_TOK_TEXT_PARA) { /* the paragraph it is part of goes too */
+				if (plen != SIZE_MAX)
+					TOO_LONG(plen + len, plen ? pline : lineno);
+				plen = SIZE_MAX; /* dropped through to its blank line */
+			} else {
+				TOO_LONG(len, lineno);
+			}
+			r = 1;
+			continue;
+		}
 		if (o->format == MT_TOK_JSON) {
 			if (is_blank(line, len))
 				continue;
@@ -248,9 +292,16 @@ static int read_member(struct pipe *p, struct mt_input *in, struct batch **bp, i
 			if (len && line[len - 1] == '\r')
 				len--;
 			if (is_blank(line, len)) {
-				if (plen)
+				if (plen && plen != SIZE_MAX)
 					ADD(para, plen, pline);
 				plen = 0;
+				continue;
+			}
+			if (plen == SIZE_MAX) /* a paragraph already over the cap */
+				continue;
+			if (plen + len + 1 > p->max_doc) {
+				TOO_LONG(plen + len + 1, plen ? pline : lineno);
+				plen = SIZE_MAX;
 				continue;
 			}
 			if (plen + len + 1 > pcap) {
@@ -271,7 +322,7 @@ static int read_member(struct pipe *p, struct mt_input *in, struct batch **bp, i
 			plen += len;
 		}
 	}
-	if (r == 0 && o->format == MT_TOK_TEXT_PARA && plen)
+	if (r == 0 && o->format == MT_TOK_TEXT_PARA && plen && plen != SIZE_MAX)
 		ADD(para, plen, pline);
 out:
 	free(para);
@@ -625,6 +676,7 @@ int mt_tokenize_run(const struct mt_tokenize_opts *o, struct mt_tokenize_stats *
 	memset(&p, 0, sizeof(p));
 	memset(&prog, 0, sizeof(prog)); /* disabled until mt_progress_init */
 	p.o = o;
+	p.max_doc = o->max_document ? o->max_document : (size_t)MT_TOK_MAX_DOCUMENT;
 	pthread_mutex_init(&p.mu, NULL);
 	pthread_cond_init(&p.cv_work, NULL);
 	pthread_cond_init(&p.cv_done, NULL);
@@ -750,6 +802,7 @@ out:
 		*err = p.reader_err;
 		rc = -1;
 	}
+	st->bad_lines += p.too_long;
 	for (int k = 0; k < nk; k++)
 		if (iw[k])
 			mt_idx_writer_abort(iw[k]);

@@ -5,8 +5,13 @@
  * parse and tokenize batches; the calling thread writes the results in input order to
  * one indexed dataset per JSON key. Batches are recycled from a fixed pool, so memory
  * is bounded by (2 x workers + 2) batches of about 256 KiB of text (plus their tokens and
- * each worker's encoder), whatever the size of the input. Output bytes do not depend on
- * the number of workers. */
+ * each worker's encoder), whatever the size of the input. One record (a line, a
+ * paragraph, a file) is at most max_document bytes: the reader never holds more of a
+ * longer one, which is an error naming the file and line (exit 3), or with
+ * skip_bad_lines skipped with a warning. A batch that grew past a few MiB for a long
+ * record is shrunk when it comes back to the pool, so the peak is about
+ * MT_TOK_MEM_PER_DOC x max_document per worker (docs/mt-tokenize.md). Output bytes do
+ * not depend on the number of workers. */
 #ifndef MT_TOKENIZE_H
 #define MT_TOKENIZE_H
 
@@ -24,6 +29,8 @@ enum mt_tok_format {
 };
 
 #define MT_TOK_MAX_KEYS 16
+#define MT_TOK_MAX_DOCUMENT (32LL << 20) /* default record cap, bytes */
+#define MT_TOK_MEM_PER_DOC 8             /* stated peak bytes per byte of the cap, per worker */
 
 struct mt_tokenize_opts {
 	char **inputs;            /* paths after glob expansion; "-" is stdin */
@@ -39,6 +46,7 @@ struct mt_tokenize_opts {
 	const char *output_prefix; /* writes {prefix}_{key}_document.bin/.idx */
 	int dtype;                 /* lib/data/idx.h code */
 	int skip_bad_lines;
+	size_t max_document;       /* bytes of one record at most; 0: MT_TOK_MAX_DOCUMENT */
 	int quiet;
 	int64_t log_interval;      /* a status line every N documents; 0 for none */
 	const char *prog;          /* message prefix for progress lines */
