@@ -1047,17 +1047,26 @@ struct walk {
 	struct mt_err *err;
 };
 
-/* "model-tp01-pp002-dp0003.h5", exactly. */
+/* "model-tp01-pp002-dp0003.h5": the names mt_ckpt_part_name makes, nothing else. */
 static int is_part_name(const char *s)
 {
-	int a, b, c, n = -1;
+	static const char *const lit[] = { "model-tp", "-pp", "-dp", ".h5" };
+	static const size_t mindig[] = { 2, 3, 4 };
 
-	if (sscanf(s, "model-tp%2d-pp%3d-dp%4d.h5%n", &a, &b, &c, &n) != 3 || n < 0 || s[n] || strlen(s) != 25)
-		return 0;
-	for (const char *p = s; *p; p++)
-		if (!(*p >= '0' && *p <= '9') && !strchr("model-tpd.h5", *p))
+	for (int i = 0; i < 4; i++) {
+		size_t n = strlen(lit[i]), d = 0;
+		if (strncmp(s, lit[i], n))
 			return 0;
-	return 1;
+		s += n;
+		if (i == 3)
+			return *s == '\0';
+		while (s[d] >= '0' && s[d] <= '9')
+			d++;
+		if (d < mindig[i] || d > 9)
+			return 0;
+		s += d;
+	}
+	return 0;
 }
 
 static int walk_dataset(hid_t d, struct walk *w)
@@ -1108,8 +1117,8 @@ static int walk_dataset(hid_t d, struct walk *w)
 			    strcmp(dname, want)) {
 				h5_clear();
 				mt_err_set(w->err, MT_EXIT_DATA,
-					   "checkpoint '%s': virtual dataset '/%s' takes data from somewhere other than a part of its own directory (source %zu of %zu); mt refuses it",
-					   w->file, w->path, i + 1, cnt);
+					   "checkpoint '%s': virtual dataset '/%s' takes data from somewhere other than a part of its own directory (source %zu of %zu: '%s', dataset '%s'); mt refuses it",
+					   w->file, w->path, i + 1, cnt, fname, dname);
 				goto out;
 			}
 		}
@@ -1413,8 +1422,13 @@ static int verify_virtual(hid_t d, const char *file, const char *path, int legac
 		if (vcache_has(cache, key))
 			continue;
 		snprintf(pfile, sizeof(pfile), "%s/%s", dir, fname);
-		if ((fapl = h5_fapl()) < 0 || (pf = H5Fopen(pfile, H5F_ACC_RDONLY, fapl)) < 0 ||
-		    (pd = H5Dopen2(pf, dname, H5P_DEFAULT)) < 0) {
+		/* HDF5 may hold the part open already, as a virtual dataset's source, with its own
+		 * access properties (file locking on): open it the same way then */
+		if ((fapl = h5_fapl()) >= 0 && (pf = H5Fopen(pfile, H5F_ACC_RDONLY, fapl)) < 0) {
+			h5_clear();
+			pf = H5Fopen(pfile, H5F_ACC_RDONLY, H5P_DEFAULT);
+		}
+		if (fapl < 0 || pf < 0 || (pd = H5Dopen2(pf, dname, H5P_DEFAULT)) < 0) {
 			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read part '%s' of tensor '%s'", file, pfile, path);
 		} else {
 			char p2[1200];
@@ -1780,6 +1794,8 @@ int mt_ckpt_resolve(const char *path, char *out, size_t n, int64_t *iteration, s
 		} else {
 			if (mt_ckpt_file_path(p, sizeof(p), path, 0, 1, err))
 				return -1;
+			if (stat(p, &st) != 0 && iteration_of_dir(path) >= 0)
+				return mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s' is incomplete: no model.h5 in it", path);
 			if (stat(p, &st) != 0)
 				return mt_err_set(err, MT_EXIT_IO,
 						  "no checkpoint in '%s': no '%s' marker, no %s and no model.h5", path,
@@ -2244,6 +2260,9 @@ int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err
 	return rc;
 }
 
+#define H5_GROUPS 3
+static const char *const group_path[H5_GROUPS];
+
 /* ---- falling back ------------------------------------------------------------------------------ */
 
 static int cmp_i64_desc(const void *a, const void *b)
@@ -2335,6 +2354,84 @@ static int verify_group(hid_t g, const char *prefix, struct verify *v)
 	return rc;
 }
 
+/* The config c against file f: bounds first (num-layers no more than the model tensors,
+ * the parameter count within the floats stored), then the table it builds, row by row,
+ * against the shapes of the first ngroups groups (model, then the moments). */
+static int config_fits(hid_t f, const char *file, const struct mt_config *c, const struct ckinfo *ci, int ngroups,
+		       struct mt_err *err)
+{
+	struct mt_params t;
+	int rc = 0;
+	double need;
+
+	/* every layer stores at least one tensor of its own */
+	if (c->num_layers > ci->model_tensors)
+		return mt_err_set(err, MT_EXIT_DATA,
+				  "checkpoint '%s': config says num-layers %d, but the file holds %lld model tensors in all (a damaged config?)",
+				  file, c->num_layers, (long long)ci->model_tensors);
+	/* an estimate that counts the output layer and the position table whether or not the
+	 * model has them */
+	need = mt_config_params_estimate(c);
+	if (!(need <= 2 * ci->model_floats + (1 << 20)))
+		return mt_err_set(err, MT_EXIT_DATA,
+				  "checkpoint '%s': config (num-layers %d, hidden-size %d, ffn-hidden-size %d, padded vocabulary %lld) describes about %.3g parameters, the file stores %.0f (a damaged config?)",
+				  file, c->num_layers, c->hidden_size, c->ffn_hidden_size, (long long)c->padded_vocab_size, need,
+				  ci->model_floats);
+	if (mt_params_build(&t, c, err)) {
+		err->code = MT_EXIT_DATA;
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", file);
+	}
+	if ((double)t.total > ci->model_floats)
+		rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': its config makes a model of %lld parameters, the file stores %.0f",
+				file, (long long)t.total, ci->model_floats);
+	for (int k = 0; k < ngroups && !rc; k++) {
+		hid_t g = H5Lexists(f, group_path[k], H5P_DEFAULT) > 0 ? H5Gopen2(f, group_path[k], H5P_DEFAULT) : -1;
+
+		if (g < 0) {
+			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': group '%s' is missing", file, group_path[k]);
+			break;
+		}
+		for (int i = 0; i < t.n && !rc; i++) {
+			const struct mt_param *p = &t.p[i];
+			hid_t d = -1, sp = -1;
+			hsize_t dims[H5S_MAX_RANK];
+			int nd = -1;
+
+			if (H5Lexists(g, p->name, H5P_DEFAULT) <= 0 || (d = H5Dopen2(g, p->name, H5P_DEFAULT)) < 0 ||
+			    (sp = H5Dget_space(d)) < 0 || (nd = H5Sget_simple_extent_ndims(sp)) < 0 ||
+			    H5Sget_simple_extent_dims(sp, dims, NULL) < 0)
+				rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' of its config is missing", file,
+					     group_path[k], p->name);
+			else if (nd != p->ndim || (int64_t)dims[0] != p->shape[0] || (nd == 2 && (int64_t)dims[1] != p->shape[1])) {
+				char a[128], b[128];
+				int64_t have[2] = { (int64_t)dims[0], nd == 2 ? (int64_t)dims[1] : 0 };
+				fmt_shape(a, sizeof(a), nd, have);
+				fmt_shape(b, sizeof(b), p->ndim, p->shape);
+				rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' has shape %s, its config says %s",
+						file, group_path[k], p->name, a, b);
+			}
+			h5_close(&sp);
+			h5_close(&d);
+		}
+		h5_close(&g);
+	}
+	h5_clear();
+	mt_params_free(&t);
+	return rc;
+}
+
+static int verify_model(hid_t f, const char *file, const struct mt_ckpt_loaded *st, const struct ckinfo *ci,
+			struct mt_err *err)
+{
+	struct mt_config c;
+
+	if (mt_config_from_json(&c, st->config_json, err)) {
+		err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", file);
+	}
+	return config_fits(f, file, &c, ci, st->has_optimizer ? H5_GROUPS : 1, err);
+}
+
 int mt_ckpt_verify(const char *path, FILE *out, struct mt_err *err)
 {
 	char file[PATH_CAP];
@@ -2355,6 +2452,8 @@ int mt_ckpt_verify(const char *path, FILE *out, struct mt_err *err)
 	v.legacy = ci.legacy;
 	v.err = err;
 	rc = verify_group(f, "", &v);
+	if (!rc) /* the config against the file, and every tensor's shape against the config */
+		rc = verify_model(f, file, &st, &ci, err);
 	vcache_free(&v.vc);
 	H5Fclose(f);
 	if (!rc) {
@@ -2374,27 +2473,15 @@ int mt_ckpt_check_config(const char *iterdir, const struct mt_config *c, double 
 	char file[PATH_CAP];
 	struct ckinfo ci;
 	hid_t f = open_ckpt_info(iterdir, file, sizeof(file), &ci, err);
-	double need;
+	int rc;
 
 	if (f < 0)
 		return -1;
-	H5Fclose(f);
 	if (stored_floats)
 		*stored_floats = ci.model_floats;
-	/* every layer stores at least one tensor of its own */
-	if (c->num_layers > ci.model_tensors)
-		return mt_err_set(err, MT_EXIT_DATA,
-				  "checkpoint '%s': config says num-layers %d, but the file holds %lld model tensors in all (a damaged config?)",
-				  file, c->num_layers, (long long)ci.model_tensors);
-	/* the config's parameter count (an estimate that counts the output layer and the
-	 * position table whether or not the model has them) against what is stored */
-	need = mt_config_params_estimate(c);
-	if (!(need <= 2 * ci.model_floats + (1 << 20)))
-		return mt_err_set(err, MT_EXIT_DATA,
-				  "checkpoint '%s': config (num-layers %d, hidden-size %d, ffn-hidden-size %d, padded vocabulary %lld) describes about %.3g parameters, the file stores %.0f (a damaged config?)",
-				  file, c->num_layers, c->hidden_size, c->ffn_hidden_size, (long long)c->padded_vocab_size, need,
-				  ci.model_floats);
-	return 0;
+	rc = config_fits(f, file, c, &ci, 1, err);
+	H5Fclose(f);
+	return rc;
 }
 
 int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err)
@@ -2437,7 +2524,6 @@ int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err
 /* ---- sharded checkpoints: every rank writes its part, one index presents the tensors --------- */
 
 #define PART_FORMAT "mt-checkpoint-part"
-#define H5_GROUPS 3
 static const char *const group_path[H5_GROUPS] = { "model", "optimizer/exp_avg", "optimizer/exp_avg_sq" };
 
 int mt_ckpt_part_name(char *out, size_t n, int tp_rank, int pp_rank, int dp_rank, struct mt_err *err)

@@ -43,7 +43,9 @@ static int open_one(struct mt_model *m, const char *path, struct mt_err *err)
 		return -1;
 	if (mt_config_from_json(&m->cfg, m->state.config_json, err)) {
 		mt_ckpt_loaded_free(&m->state);
-		return mt_err_prefix(err, "checkpoint '%s'", m->iterdir);
+		if (err)
+			err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", m->iterdir);
 	}
 	/* the config against the file, before it sizes anything */
 	if (mt_ckpt_check_config(m->iterdir, &m->cfg, &stored, err)) {

@@ -29,7 +29,9 @@ static int src_open(struct src *s, const char *path, struct mt_err *err)
 		return -1;
 	if (mt_config_from_json(&s->c, s->st.config_json, err)) {
 		mt_ckpt_loaded_free(&s->st);
-		return mt_err_prefix(err, "checkpoint '%s'", s->dir);
+		if (err)
+			err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", s->dir);
 	}
 	/* the config against the file, before it sizes anything */
 	if (mt_ckpt_check_config(s->dir, &s->c, &stored, err)) {

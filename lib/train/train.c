@@ -579,7 +579,8 @@ static int load_one(struct trainer *tr, const char *path, struct mt_err *err)
 		return -1;
 	if (mt_config_from_json(&c, st.config_json, err)) {
 		mt_ckpt_loaded_free(&st);
-		return mt_err_prefix(err, "checkpoint '%s'", dir);
+		err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", dir);
 	}
 	if (mt_ckpt_check_config(dir, &c, NULL, err)) {
 		mt_ckpt_loaded_free(&st);
