@@ -171,9 +171,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/helpers/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
 	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
 
 # make test: unit tests, then Bats, one summary line; non-zero on any failure. The
-# sanitized tools come first, so tests/hostile.bats runs with them (SANITIZE=0 skips them).
+# sanitized tools come first, so tests/hostile*.bats run with them (SANITIZE=0 skips them).
 SAN_BUILD := $(BUILD)-san
-SAN_TOOLS := mt-tokenize mt-index mt-blend mt-train mt-eval
+SAN_TOOLS := mt-tokenize mt-index mt-blend mt-train mt-eval mt-ckpt-reshard mt-generate
 ifeq ($(SANITIZE),)
 TEST_SAN := sanitize-tools
 TEST_ENV := MT_SAN_BUILD=$(SAN_BUILD)
@@ -182,7 +182,7 @@ test: $(BINS) $(UNIT_BINS) $(HELPER_BINS) $(TEST_SAN)
 	$(Q)BUILD=$(BUILD) $(TEST_ENV) tests/run.sh
 
 # make sanitize: every tool with ASan and UBSan (CPU-only, one process: CUDA=0 MPI=0);
-# sanitize-tools: the ones tests/hostile.bats runs
+# sanitize-tools: the ones tests/hostile.bats and tests/hostile-ckpt.bats run
 .PHONY: sanitize sanitize-tools
 sanitize:
 	$(Q)$(MAKE) --no-print-directory SANITIZE=1 BUILD=$(SAN_BUILD) CUDA=0 MPI=0 all

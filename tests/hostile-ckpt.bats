@@ -59,7 +59,7 @@ run_all() {
 	[ "$(grep -c $'\ttensor\t' "$D/cases.tsv")" -ge 40 ]
 	/usr/bin/python3 "$MT_ROOT/tests/hostile/make-ckpts.py" "$D/good" "$D/sharded" again
 	cmp "$D/cases.tsv" again/cases.tsv
-	for c in flip-data-07 flip-meta-11 attr-counter-3 trunc-tail-2; do
+	for c in flip-data-07 flip-meta-11 flip-part-04 smash-head-3 trunc-tail-2; do # byte edits (h5py stamps times)
 		cmp "$D/cases/$c/iter_0000004/model.h5" "again/$c/iter_0000004/model.h5"
 	done
 	if [ -n "${MT_SAN_BUILD:-}" ]; then
