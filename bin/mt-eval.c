@@ -639,7 +639,7 @@ static int watch(const struct cli *c)
 				if (!line || mt_ledger_append(&l, iters[i], key, line, &e))
 					mt_die_err(&e);
 				free(line);
-				mt_warn("checkpoint '%s' failed and is recorded in '%s' (tried again when it changes): %s", dir,
+				mt_ckpt_warn("checkpoint '%s' failed and is recorded in '%s' (tried again when it changes): %s", dir,
 					c->ledger, oe.msg);
 				failed++;
 				any = 1;

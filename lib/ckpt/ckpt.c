@@ -2265,6 +2265,21 @@ static const char *const group_path[H5_GROUPS];
 
 /* ---- falling back ------------------------------------------------------------------------------ */
 
+void mt_ckpt_warn(const char *fmt, ...)
+{
+	enum mt_log_level old = mt_log_get_level();
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (old < MT_LOG_WARN)
+		mt_log_set_level(MT_LOG_WARN);
+	mt_warn("%s", msg);
+	mt_log_set_level(old);
+}
+
 static int cmp_i64_desc(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

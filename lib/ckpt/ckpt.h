@@ -123,6 +123,9 @@ int mt_ckpt_resolve(const char *path, char *out, size_t n, int64_t *iteration, s
  * is) for anything else. *iters is malloc'ed. A reader that fails on one (any error)
  * warns, naming it and why, and tries the next (mt_model_open, mt-train --load). */
 int mt_ckpt_candidates(const char *path, int64_t **iters, size_t *n, char *note, size_t notecap, struct mt_err *err);
+/* A warning that -q does not silence: a checkpoint skipped by a fall-back (or recorded as
+ * failed) changes what a run does, so it is always said. */
+void mt_ckpt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Read the state without the tensors (mt-eval and mt-generate build the model from
  * config_json). Checks the format name and version. */

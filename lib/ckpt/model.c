@@ -93,18 +93,18 @@ int mt_model_open(struct mt_model *m, const char *path, struct mt_err *err)
 	if (n == 0)
 		return open_one(m, path, err);
 	if (note[0])
-		mt_warn("%s: falling back to the newest iteration of '%s' that reads", note, path);
+		mt_ckpt_warn("%s: falling back to the newest iteration of '%s' that reads", note, path);
 	for (size_t i = 0; i < n; i++) {
 		if (mt_ckpt_iter_dir(dir, sizeof(dir), path, its[i], &e))
 			break;
 		mt_err_clear(&e);
 		if (!open_one(m, dir, &e)) {
 			if (i > 0)
-				mt_warn("loaded '%s' instead (the newest checkpoint of '%s' that reads)", dir, path);
+				mt_ckpt_warn("loaded '%s' instead (the newest checkpoint of '%s' that reads)", dir, path);
 			free(its);
 			return 0;
 		}
-		mt_warn("skipping checkpoint '%s': %s", dir, e.msg);
+		mt_ckpt_warn("skipping checkpoint '%s': %s", dir, e.msg);
 		if (!first.code)
 			first = e;
 	}

@@ -650,7 +650,7 @@ static int load(struct trainer *tr, struct mt_err *err)
 	if (n == 0)
 		return load_one(tr, tr->a->load, err);
 	if (note[0] && say)
-		mt_warn("%s: falling back to the newest iteration of '%s' that reads", note, tr->a->load);
+		mt_ckpt_warn("%s: falling back to the newest iteration of '%s' that reads", note, tr->a->load);
 	for (size_t i = 0; i < n; i++) {
 		int bad;
 		if (mt_ckpt_iter_dir(dir, sizeof(dir), tr->a->load, its[i], &e))
@@ -663,13 +663,14 @@ static int load(struct trainer *tr, struct mt_err *err)
 		}
 		if (!all) {
 			if (i > 0 && say)
-				mt_warn("resumed from '%s' instead (the newest checkpoint of '%s' that reads)", dir, tr->a->load);
+				mt_ckpt_warn("resumed from '%s' instead (the newest checkpoint of '%s' that reads)", dir, tr->a->load);
 			free(its);
 			return 0;
 		}
 		if (!bad)
 			mt_err_set(&e, MT_EXIT_DATA, "another rank could not read its slices of it");
-		mt_warn("skipping checkpoint '%s': %s", dir, e.msg);
+		if (say || bad) /* rank 0, and every rank with a reason of its own */
+			mt_ckpt_warn("skipping checkpoint '%s': %s", dir, e.msg);
 		if (!first.code)
 			first = e;
 	}
