@@ -33,8 +33,9 @@ CFLAGS ?= -O2 -g
 CXXFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # zlib: CRC-32 of Megatron's ZIP checkpoints; libprotobuf-c and libisal: TensorBoard event files
-# (lib/base/tfevents.c); sentencepiece and libutf8proc: SentencePiece tokenizers, tokenizer.json normalizers
-PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd zlib libprotobuf-c libisal sentencepiece libutf8proc
+# (lib/base/tfevents.c); sentencepiece and libutf8proc: SentencePiece tokenizers, tokenizer.json normalizers;
+# libxxhash: the checkpoints' per-tensor checksums
+PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd zlib libprotobuf-c libisal sentencepiece libutf8proc libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -185,9 +186,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/helpers/%.o $(TOOL_OBJ) $(LIBMT) $(LIBMT_CUDA)
 	$(Q)$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(TOOL_OBJ) $(LINK_LIBS)
 
 # make test: unit tests, then Bats, one summary line; non-zero on any failure. The
-# sanitized tools come first, so tests/hostile.bats runs with them (SANITIZE=0 skips them).
+# sanitized tools come first, so tests/hostile*.bats run with them (SANITIZE=0 skips them).
 SAN_BUILD := $(BUILD)-san
-SAN_TOOLS := mt-tokenize mt-index mt-blend mt-train mt-eval
+SAN_TOOLS := mt-tokenize mt-index mt-blend mt-train mt-eval mt-ckpt-reshard mt-generate
 ifeq ($(SANITIZE),)
 TEST_SAN := sanitize-tools
 TEST_ENV := MT_SAN_BUILD=$(SAN_BUILD)
@@ -196,7 +197,7 @@ test: $(BINS) $(UNIT_BINS) $(HELPER_BINS) $(TEST_SAN)
 	$(Q)BUILD=$(BUILD) $(TEST_ENV) tests/run.sh
 
 # make sanitize: every tool with ASan and UBSan (CPU-only, one process: CUDA=0 MPI=0);
-# sanitize-tools: the ones tests/hostile.bats runs
+# sanitize-tools: the ones tests/hostile.bats and tests/hostile-ckpt.bats run
 .PHONY: sanitize sanitize-tools
 sanitize:
 	$(Q)$(MAKE) --no-print-directory SANITIZE=1 BUILD=$(SAN_BUILD) CUDA=0 MPI=0 all

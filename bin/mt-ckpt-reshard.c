@@ -14,6 +14,7 @@
 
 static const char *const synopsis[] = {
 	"inspect [--json] CKPT",
+	"verify CKPT...",
 	"export --format hf-gpt2|hf-llama [--no-verify] CKPT OUTDIR",
 	"import --format hf-gpt2|hf-llama [--iteration N] [--make-vocab-size-divisible-by N] [--seq-length N] HFDIR CKPT",
 	"--load CKPT --save DIR --target-tensor-parallel-size N --target-pipeline-parallel-size N",
@@ -33,6 +34,10 @@ static const struct mt_tool_info info = {
 		"inspect lists a checkpoint's tensors (logical name, shape, dtype) and what else it holds\n"
 		"(iteration, samples consumed, optimizer state, model config); CKPT is a checkpoint\n"
 		"directory (its latest), an iter_N directory or a model.h5.\n"
+		"verify checks whole checkpoints: their structure (nothing outside the directory), their\n"
+		"attributes and every tensor (every part of a sharded one) against the XXH3 checksums\n"
+		"stored with them, and for NaN and infinities; one ok line each, else exit 3 naming the\n"
+		"tensor.\n"
 		"export writes OUTDIR with model.safetensors and config.json (and the tokenizer files of a\n"
 		"GPT2BPETokenizer model) for transformers' GPT2LMHeadModel (hf-gpt2) or LlamaForCausalLM\n"
 		"(hf-llama), then checks it: the written weights, read back, must give the checkpoint's\n"
@@ -168,6 +173,33 @@ static int inspect(int argc, char **argv)
 	if (mt_ckpt_inspect(ckpt, json, stdout, &e))
 		mt_die_err(&e);
 	return fflush(stdout) ? MT_EXIT_IO : 0;
+}
+
+static int verify(int argc, char **argv)
+{
+	struct mt_opt o;
+	struct mt_err e = { 0 };
+	int id, n = 0, rc = 0;
+
+	if (mt_opt_init(&o, &info, merge_opts, argc, argv))
+		mt_die_err(&o.err);
+	while ((id = mt_opt_next(&o)) != MT_OPT_END) {
+		mt_tool_common(&o, id);
+		if (id == MT_OPT_ARG) {
+			n++;
+			mt_err_clear(&e);
+			if (mt_ckpt_verify(o.arg, stdout, &e)) {
+				/* every checkpoint is checked; the worst failure decides the exit */
+				mt_error("%s", e.msg);
+				if (e.code > rc)
+					rc = e.code;
+			}
+		}
+	}
+	if (!n)
+		mt_die_usage(&o, "verify needs a checkpoint");
+	mt_opt_free(&o);
+	return fflush(stdout) ? MT_EXIT_IO : rc;
 }
 
 static int megatron(const char *const pos[2], int export, int quiet, long long ttp, long long tpp, const char *dtype,
@@ -330,16 +362,20 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	mt_tool_start(&info);
-	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge"))
+	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
+	    strcmp(cmd, "verify"))
 		for (int i = 1; i < argc; i++)
 			if (!strncmp(argv[i], "--load", 6) || !strncmp(argv[i], "--save", 6) || !strncmp(argv[i], "--target-", 9))
 				return layout(argc, argv);
-	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge"))
+	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
+	    strcmp(cmd, "verify"))
 		mt_tool_unavailable(&info, argc, argv);
 	argv[1] = argv[0];
 	if (!strcmp(cmd, "inspect"))
 		return inspect(argc - 1, argv + 1);
 	if (!strcmp(cmd, "merge"))
 		return merge(argc - 1, argv + 1);
+	if (!strcmp(cmd, "verify"))
+		return verify(argc - 1, argv + 1);
 	return hf(argc - 1, argv + 1, !strcmp(cmd, "export"));
 }

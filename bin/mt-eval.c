@@ -4,6 +4,7 @@
  * dataplan.c, the text tasks from evaltext.c (zeroshot.c's windows and cloze rows,
  * detok.c's detokenizers), the multiple-choice tasks from evalchoice.c, scores from
  * lmeval.c, the ledger from ledger.c. */
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
@@ -586,8 +588,8 @@ static void tb_result(const struct cli *c, int64_t iteration, const struct resul
 
 /* Evaluate the tasks of `want` on one checkpoint; each result goes to stdout and, with a
  * ledger, into it as soon as it is done. */
-static void eval_checkpoint(const struct cli *c, const char *path, const int *want, struct mt_ledger *ledger,
-			    int *header)
+static int eval_checkpoint(const struct cli *c, const char *path, const int *want, struct mt_ledger *ledger,
+			   int *header, struct mt_err *open_err)
 {
 	struct mt_model m;
 	struct mt_lmeval ev;
@@ -597,7 +599,11 @@ static void eval_checkpoint(const struct cli *c, const char *path, const int *wa
 		if (ledger && access(path, F_OK)) {
 			/* removed while we read it (mt-train --keep-last): not an error of ours */
 			mt_warn("'%s' was removed while being read: skipped", path);
-			return;
+			return 0;
+		}
+		if (ledger && open_err) {
+			*open_err = e; /* --watch records it and goes on */
+			return -1;
 		}
 		mt_die_err(&e);
 	}
@@ -641,13 +647,50 @@ static void eval_checkpoint(const struct cli *c, const char *path, const int *wa
 	}
 	mt_lmeval_free(&ev);
 	mt_model_close(&m);
+	return 0;
+}
+
+/* What an iteration directory holds, as a short text: its files' count, bytes and newest
+ * modification time. A failed iteration is tried again only when this changes. */
+static void fingerprint(const char *dir, char *out, size_t n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	long long files = 0, bytes = 0, mtime = 0;
+	struct stat st;
+
+	if (d) {
+		while ((de = readdir(d))) {
+			char p[4400];
+			long long t;
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+			if (lstat(p, &st))
+				continue;
+			files++;
+			bytes += (long long)st.st_size;
+			t = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+			if (t > mtime)
+				mtime = t;
+		}
+		closedir(d);
+	}
+	if (!stat(dir, &st)) {
+		long long t = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+		if (t > mtime)
+			mtime = t;
+	}
+	snprintf(out, n, "files=%lld bytes=%lld mtime_ns=%lld", files, bytes, mtime);
 }
 
 static int watch(const struct cli *c)
 {
 	struct mt_ledger l;
 	struct mt_err e = { 0 };
-	int rc = mt_ledger_open(&l, c->ledger, c->wait, &e), header = 0, evaluated = 0, any;
+	int rc = mt_ledger_open(&l, c->ledger, c->wait, &e), header = 0, evaluated = 0, failed = 0, any;
+	char fp[200], key[256];
+	struct mt_err oe = { 0 };
 
 	if (rc < 0)
 		mt_die_err(&e);
@@ -683,18 +726,44 @@ static int watch(const struct cli *c)
 				mt_warn("'%s' is gone (removed by --keep-last?): skipped", dir);
 				continue;
 			}
-			eval_checkpoint(c, dir, want, &l, &header);
+			fingerprint(dir, fp, sizeof(fp));
+			snprintf(key, sizeof(key), "failed#%s", fp);
+			if (mt_ledger_has(&l, iters[i], key))
+				continue; /* failed before, unchanged since: not retried */
+			if (eval_checkpoint(c, dir, want, &l, &header, &oe)) {
+				/* a broken checkpoint stops nothing: recorded with its reason, tried
+				 * again only once it changes */
+				json_t *o = json_object();
+				char *line;
+				json_object_set_new(o, "iteration", json_integer(iters[i]));
+				json_object_set_new(o, "task", json_string("failed"));
+				json_object_set_new(o, "checkpoint", json_string(dir));
+				json_object_set_new(o, "exit", json_integer(oe.code));
+				json_object_set_new(o, "reason", json_string(oe.msg));
+				json_object_set_new(o, "fingerprint", json_string(fp));
+				line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+				json_decref(o);
+				if (!line || mt_ledger_append(&l, iters[i], key, line, &e))
+					mt_die_err(&e);
+				free(line);
+				mt_ckpt_warn("checkpoint '%s' failed and is recorded in '%s' (tried again when it changes): %s", dir,
+					c->ledger, oe.msg);
+				failed++;
+				any = 1;
+				continue;
+			}
 			evaluated++;
 			any = 1;
 		}
 		free(iters);
 	} while (any);
-	if (!evaluated && !c->quiet)
+	if (!evaluated && !failed && !c->quiet)
 		mt_info("nothing new under '%s'", c->watch);
 	if (tb_open && mt_tfevents_close(&tb, &e))
 		mt_die_err(&e);
 	mt_ledger_close(&l);
-	return 0;
+	/* a newly broken checkpoint is worth one cron mail: exit 3 once, after the rest */
+	return failed ? MT_EXIT_DATA : 0;
 }
 
 int main(int argc, char **argv)
@@ -812,7 +881,7 @@ int main(int argc, char **argv)
 	if (!c.device_cuda && c.bf16)
 		mt_die_usage(&o, "--bf16 needs --device cuda (the CPU computes in fp32)");
 	if (c.load) {
-		eval_checkpoint(&c, c.load, c.task, NULL, &header);
+		eval_checkpoint(&c, c.load, c.task, NULL, &header, NULL);
 		return 0;
 	}
 	return watch(&c);

@@ -23,6 +23,7 @@ PACKAGES=(
   build-essential      # gcc, make
   pkg-config
   libhdf5-dev          # checkpoints
+  libxxhash-dev        # XXH3-64 checksums of checkpoint tensors
   mpich libmpich-dev   # process bootstrap, CPU collectives
   libarchive-dev       # compressed and archived input
   zlib1g-dev           # CRC-32 of the ZIP members of Megatron-LM checkpoints (torch.save files)

@@ -162,7 +162,7 @@ PY
 	[ "$killed" -ge 3 ]
 }
 
-@test "keep-last removes whole sets; a missing part is refused, naming it" {
+@test "keep-last removes whole sets; a missing part is refused, naming it, and --load falls back past it" {
 	mpiexec -n 8 mt-train "${M[@]}" "${L3D[@]}" --train-iters 4 --save ck --save-interval 1 --keep-last 2
 	[ "$(ls ck | grep -c '^iter_')" -eq 2 ]
 	[ "$(ls ck/iter_0000003 | wc -l)" -eq 9 ] && [ "$(ls ck/iter_0000004 | wc -l)" -eq 9 ]
@@ -170,7 +170,11 @@ PY
 	rm ck/iter_0000004/model-tp01-pp001-dp0001.h5
 	run -3 --separate-stderr mt-ckpt-reshard inspect ck
 	[[ $stderr == *"incomplete"*"model-tp01-pp001-dp0001.h5"* ]]
-	run -3 --separate-stderr mpiexec -n 8 mt-train "${M[@]}" "${L3D[@]}" --train-iters 5 --load ck --save ck
+	# --load falls back to the newest complete set, naming the one it skipped
+	run -0 --separate-stderr mpiexec -n 8 mt-train "${M[@]}" "${L3D[@]}" --train-iters 5 --load ck --save ck
+	[[ $stderr == *"skipping checkpoint 'ck/iter_0000004'"*"model-tp01-pp001-dp0001.h5"* ]]
+	[[ $stderr == *"resumed from 'ck/iter_0000003' instead"* ]]
+	[ "$(cat ck/latest)" = 5 ]
 }
 
 @test "mt-ckpt-reshard: layout rewrites and merge round-trip bit for bit, optimizer included; the rewritten set resumes" {

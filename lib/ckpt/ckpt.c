@@ -20,8 +20,11 @@
 
 #include <hdf5.h>
 #include <jansson.h>
+#include <xxhash.h>
 
 #include "base/atomic.h"
+#include "base/log.h"
+#include "model/config.h"
 
 #define PATH_CAP 4096
 /* Tensors move in slabs of at most this many floats (256 MiB), far from any 2 GiB
@@ -147,6 +150,99 @@ static hid_t h5_fapl(void)
 	H5Pset_file_locking(fapl, 0, 1);
 #endif
 	return fapl;
+}
+
+/* Files this module writes: superblock version 3 and version-2 object headers, in which
+ * HDF5 keeps a checksum of every piece of metadata (object headers, B-trees, heaps of
+ * links and attributes), so that a flipped bit there is "incorrect metadata checksum"
+ * rather than a parse of garbage. Readers of HDF5 1.10 and later (h5py) read them. */
+static hid_t h5_fapl_new(void)
+{
+	hid_t fapl = h5_fapl();
+
+	if (fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_LATEST) < 0)
+		h5_close(&fapl);
+	return fapl;
+}
+
+/* ---- checksums ----------------------------------------------------------------------------
+ * Every dataset that holds bytes (a tensor of a self-contained file, a tensor of a part, the
+ * rng bytes) carries "xxh3": XXH3-64 of its contents as stored (float32 little-endian, row
+ * major). The root carries "state_xxh3" over what a resume takes from the attributes, and a
+ * sharded index "shards_xxh3" over its list of parts. A file without state_xxh3 was written
+ * before checksums existed: it is read unverified, with one warning per process. */
+#define XXH_ATTR "xxh3"
+
+static uint64_t h_i64(XXH3_state_t *h, int64_t v)
+{
+	unsigned char b[8];
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+	XXH3_64bits_update(h, b, 8);
+	return 0;
+}
+
+static void h_str(XXH3_state_t *h, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	h_i64(h, (int64_t)n);
+	if (n)
+		XXH3_64bits_update(h, s, n);
+}
+
+/* The state hash: the counters, the optimizer step (-1 without optimizer state) and the
+ * three JSON texts, each with its length. */
+static uint64_t state_hash(int64_t iteration, int64_t ctrain, int64_t cvalid, int64_t opt_step, const char *config,
+			   const char *args, const char *sched)
+{
+	XXH3_state_t *h = XXH3_createState();
+	uint64_t r;
+
+	if (!h)
+		return 0;
+	XXH3_64bits_reset(h);
+	XXH3_64bits_update(h, "mt-checkpoint-state", 19);
+	h_i64(h, MT_CKPT_FORMAT_VERSION);
+	h_i64(h, iteration);
+	h_i64(h, ctrain);
+	h_i64(h, cvalid);
+	h_i64(h, opt_step);
+	h_str(h, config);
+	h_str(h, args);
+	h_str(h, sched);
+	r = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
+	return r;
+}
+
+static uint64_t shards_hash(int n, char *const *names, const int64_t *bytes)
+{
+	XXH3_state_t *h = XXH3_createState();
+	uint64_t r;
+
+	if (!h)
+		return 0;
+	XXH3_64bits_reset(h);
+	h_i64(h, n);
+	for (int i = 0; i < n; i++) {
+		h_str(h, names[i]);
+		h_i64(h, bytes[i]);
+	}
+	r = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
+	return r;
+}
+
+static int warned_legacy;
+
+static void warn_legacy(const char *file)
+{
+	if (warned_legacy++)
+		return;
+	mt_warn("checkpoint '%s' has no checksums (written by an mt older than checksums): its tensors are read "
+		"unverified; save it again (mt-ckpt-reshard merge) to add them", file);
 }
 
 /* ---- names and paths ---------------------------------------------------------------- */
@@ -517,6 +613,11 @@ static hid_t vlen_string_type(H5T_cset_t cset)
 	return ty;
 }
 
+static int attr_u64(hid_t obj, const char *name, uint64_t v)
+{
+	return attr_write(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, 1, &v);
+}
+
 static int attr_str(hid_t obj, const char *name, const char *s)
 {
 	hid_t ty = vlen_string_type(H5T_CSET_UTF8);
@@ -562,6 +663,7 @@ static int write_tensor(hid_t grp, const struct mt_param *p, const float *buf)
 
 	if (sp >= 0 && (d = H5Dcreate2(grp, p->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
 	    !attr_i64v(d, "global_shape", p->ndim, p->shape) && !attr_i64v(d, "offset", p->ndim, zero) &&
+	    !attr_u64(d, XXH_ATTR, XXH3_64bits(buf, (size_t)p->numel * sizeof(float))) &&
 	    !tensor_io(d, p->ndim, dims, (float *)buf, 1))
 		rc = 0;
 	h5_close(&d);
@@ -599,9 +701,14 @@ static int write_group(hid_t f, const char *path, const struct mt_params *t, con
 }
 
 /* What a checkpoint's file holds besides the tensors, as attributes of the root. */
-static int state_attrs(hid_t f, const struct mt_ckpt_state *s)
+static int state_attrs(hid_t f, const struct mt_ckpt_state *s, int has_opt)
 {
+	const char *args = s->train_args_json ? s->train_args_json : "{}", *sched = s->scheduler_json ? s->scheduler_json : "{}";
+	uint64_t h = state_hash(s->iteration, s->consumed_train_samples, s->consumed_valid_samples,
+				has_opt ? s->optimizer_step : -1, s->config_json, args, sched);
+
 	return attr_str(f, "format", MT_CKPT_FORMAT) || attr_i64(f, "format_version", MT_CKPT_FORMAT_VERSION) ||
+	       attr_u64(f, "state_xxh3", h) ||
 	       attr_i64(f, "iteration", s->iteration) ||
 	       attr_i64(f, "consumed_train_samples", s->consumed_train_samples) ||
 	       attr_i64(f, "consumed_valid_samples", s->consumed_valid_samples) ||
@@ -619,6 +726,7 @@ static int write_rng(hid_t f, const struct mt_ckpt_state *s)
 
 	if ((sp = H5Screate_simple(1, &rng_len, NULL)) >= 0 &&
 	    (d = H5Dcreate2(f, "rng", H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+	    !attr_u64(d, XXH_ATTR, XXH3_64bits(rng_len ? s->rng : "", (size_t)rng_len)) &&
 	    (!rng_len || H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->rng) >= 0))
 		rc = 0;
 	h5_close(&d);
@@ -629,7 +737,7 @@ static int write_rng(hid_t f, const struct mt_ckpt_state *s)
 static int write_h5(const char *file, const struct mt_params *t, const float *w, const float *m,
 		    const float *v, const struct mt_ckpt_state *s, struct mt_err *err)
 {
-	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl(), f = -1, g = -1;
+	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl_new(), f = -1, g = -1;
 	int rc = -1;
 
 	if (fcpl >= 0)
@@ -639,7 +747,7 @@ static int write_h5(const char *file, const struct mt_params *t, const float *w,
 	h5_close(&fapl);
 	if (f < 0)
 		return h5_fail(err, MT_EXIT_IO, "cannot create checkpoint '%s'", file);
-	if (state_attrs(f, s)) {
+	if (state_attrs(f, s, m != NULL)) {
 		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': attributes", file);
 		goto out;
 	}
@@ -815,11 +923,23 @@ static int prune(const char *dir, int64_t saved, int keep_last, struct mt_err *e
 	}
 	if (n)
 		qsort(old, n, sizeof(*old), cmp_i64);
-	/* the new one counts as one of keep_last; delete the oldest first */
+	/* the new one counts as one of keep_last; delete the oldest first. Each goes out of
+	 * sight in one rename (to iter_N.old.<pid>, which a later save removes should this
+	 * one be killed while deleting), so no reader ever finds an empty or partial iter_N. */
 	for (size_t i = 0; keep_last > 0 && i + (size_t)(keep_last - 1) < n; i++) {
+		char aside[PATH_CAP + 32];
 		mt_ckpt_iter_dir(p, sizeof(p), dir, old[i], NULL);
-		if (rm_tree(p) && !rc)
-			rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot remove the old '%s' (keep-last)", p);
+		snprintf(aside, sizeof(aside), "%s.old.%ld", p, (long)getpid());
+		rm_tree(aside);
+		mt_atomic_step("checkpoint");
+		if (rename(p, aside) != 0) {
+			if (errno != ENOENT && !rc)
+				rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot move the old '%s' aside (keep-last)", p);
+			continue;
+		}
+		mt_atomic_step("checkpoint");
+		if (rm_tree(aside) && !rc)
+			rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot remove the old '%s' (keep-last)", aside);
 	}
 	free(old);
 	return rc;
@@ -901,28 +1021,480 @@ int mt_ckpt_commit(const char *dir, const char *tmpdir, int64_t iteration, int k
 
 /* ---- reading -------------------------------------------------------------------------------- */
 
-static int check_parts(hid_t f, const char *file, struct mt_err *err);
+static int region_io(hid_t d, int nd, hsize_t row0, hsize_t col0, hsize_t rows, hsize_t cols, float *buf, int write);
+
+/* ---- what a file may hold ---------------------------------------------------------------------
+ * Before any attribute is asked for, the whole tree of a checkpoint file is walked: every
+ * link must be a hard link (no external or soft links, so nothing outside the file is
+ * reached), every dataset stored in the file itself (no external storage, no filters) with
+ * at least as many bytes as its shape needs, and the only virtual datasets are those of a
+ * sharded index, whose every source is a part of the same iteration directory named as
+ * mt_ckpt_part_name names them and the dataset of the same name in it. Parts may hold no
+ * virtual dataset. The walk sums the model group's tensors, which bounds what a model
+ * config may ask to allocate (mt_ckpt_check_config). */
+#define WALK_DEPTH 6
+#define WALK_MAX_OBJECTS 1000000
+
+struct walk {
+	const char *file;
+	int part;                  /* a part: no virtual datasets */
+	int64_t objects;
+	int64_t model_tensors;     /* datasets under /model */
+	double model_floats;       /* their elements */
+	int virtual;               /* some dataset is virtual */
+	double filesize;
+	char path[1024];
+	struct mt_err *err;
+};
+
+/* "model-tp01-pp002-dp0003.h5": the names mt_ckpt_part_name makes, nothing else. */
+static int is_part_name(const char *s)
+{
+	static const char *const lit[] = { "model-tp", "-pp", "-dp", ".h5" };
+	static const size_t mindig[] = { 2, 3, 4 };
+
+	for (int i = 0; i < 4; i++) {
+		size_t n = strlen(lit[i]), d = 0;
+		if (strncmp(s, lit[i], n))
+			return 0;
+		s += n;
+		if (i == 3)
+			return *s == '\0';
+		while (s[d] >= '0' && s[d] <= '9')
+			d++;
+		if (d < mindig[i] || d > 9)
+			return 0;
+		s += d;
+	}
+	return 0;
+}
+
+static int walk_dataset(hid_t d, struct walk *w)
+{
+	hid_t dcpl = H5Dget_create_plist(d), sp = H5Dget_space(d), ty = H5Dget_type(d);
+	hsize_t dims[H5S_MAX_RANK];
+	int nd, rc = -1;
+	double numel = 1;
+	size_t esize;
+	H5D_layout_t lay;
+
+	if (dcpl < 0 || sp < 0 || ty < 0 || (nd = H5Sget_simple_extent_ndims(sp)) < 0 ||
+	    H5Sget_simple_extent_dims(sp, dims, NULL) < 0 || !(esize = H5Tget_size(ty))) {
+		h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' cannot be described", w->file, w->path);
+		goto out;
+	}
+	for (int i = 0; i < nd; i++)
+		numel *= (double)dims[i];
+	if (H5Pget_external_count(dcpl) != 0) {
+		mt_err_set(w->err, MT_EXIT_DATA,
+			   "checkpoint '%s': dataset '/%s' keeps its data in external files, which mt refuses (a checkpoint reads nothing outside its directory)",
+			   w->file, w->path);
+		goto out;
+	}
+	if (H5Pget_nfilters(dcpl) != 0) {
+		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' is filtered (compressed), which mt does not read",
+			   w->file, w->path);
+		goto out;
+	}
+	lay = H5Pget_layout(dcpl);
+	if (lay == H5D_VIRTUAL) {
+		size_t cnt = 0;
+		char want[1100];
+
+		if (w->part || H5Pget_virtual_count(dcpl, &cnt) < 0 || cnt == 0 || cnt > 65536) {
+			h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' is a virtual dataset mt did not write",
+				w->file, w->path);
+			goto out;
+		}
+		snprintf(want, sizeof(want), "/%s", w->path);
+		for (size_t i = 0; i < cnt; i++) {
+			char fname[64] = "", dname[1100] = "";
+			ssize_t fl = H5Pget_virtual_filename(dcpl, i, NULL, 0), dl = H5Pget_virtual_dsetname(dcpl, i, NULL, 0);
+
+			if (fl <= 0 || fl >= (ssize_t)sizeof(fname) || dl <= 0 || dl >= (ssize_t)sizeof(dname) ||
+			    H5Pget_virtual_filename(dcpl, i, fname, sizeof(fname)) < 0 ||
+			    H5Pget_virtual_dsetname(dcpl, i, dname, sizeof(dname)) < 0 || !is_part_name(fname) ||
+			    strcmp(dname, want)) {
+				h5_clear();
+				mt_err_set(w->err, MT_EXIT_DATA,
+					   "checkpoint '%s': virtual dataset '/%s' takes data from somewhere other than a part of its own directory (source %zu of %zu: '%s', dataset '%s'); mt refuses it",
+					   w->file, w->path, i + 1, cnt, fname, dname);
+				goto out;
+			}
+		}
+		w->virtual = 1;
+	} else if (lay == H5D_CONTIGUOUS || lay == H5D_CHUNKED || lay == H5D_COMPACT) {
+		if ((double)H5Dget_storage_size(d) < numel * (double)esize || numel * (double)esize > w->filesize) {
+			mt_err_set(w->err, MT_EXIT_DATA,
+				   "checkpoint '%s': dataset '/%s' stores %llu bytes, its shape needs %.0f (truncated, or not written)",
+				   w->file, w->path, (unsigned long long)H5Dget_storage_size(d), numel * (double)esize);
+			goto out;
+		}
+	} else {
+		h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' has an unknown layout", w->file, w->path);
+		goto out;
+	}
+	if (!strncmp(w->path, "model/", 6)) {
+		w->model_tensors++;
+		w->model_floats += numel;
+	}
+	rc = 0;
+out:
+	h5_close(&ty);
+	h5_close(&sp);
+	h5_close(&dcpl);
+	return rc;
+}
+
+static int walk_group(hid_t g, struct walk *w, int depth);
+
+static herr_t walk_link(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+	struct walk *w = data;
+	size_t len = strlen(w->path);
+	H5O_info_t oi;
+	hid_t o;
+	int rc = 0;
+
+	if ((size_t)snprintf(w->path + len, sizeof(w->path) - len, "%s%s", len ? "/" : "", name) >= sizeof(w->path) - len) {
+		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': a link name is too long", w->file);
+		return -1;
+	}
+	if (info->type != H5L_TYPE_HARD) {
+		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': '/%s' is %s link, which mt refuses (a checkpoint reads nothing outside itself)",
+			   w->file, w->path, info->type == H5L_TYPE_EXTERNAL ? "an external" : info->type == H5L_TYPE_SOFT ? "a soft" : "a user-defined");
+		return -1;
+	}
+	if (++w->objects > WALK_MAX_OBJECTS) {
+		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': more than %d objects", w->file, WALK_MAX_OBJECTS);
+		return -1;
+	}
+	if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || (o = H5Oopen(g, name, H5P_DEFAULT)) < 0) {
+		h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': cannot open '/%s'", w->file, w->path);
+		return -1;
+	}
+	if (oi.type == H5O_TYPE_GROUP)
+		rc = walk_group(o, w, 0) ? -1 : 0;
+	else if (oi.type == H5O_TYPE_DATASET)
+		rc = walk_dataset(o, w) ? -1 : 0;
+	h5_close(&o);
+	w->path[len] = '\0';
+	return rc;
+}
+
+static int walk_group(hid_t g, struct walk *w, int depth)
+{
+	hsize_t idx = 0;
+	static int level;
+	int rc;
+
+	(void)depth;
+	if (level >= WALK_DEPTH)
+		return mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': groups nested deeper than %d at '/%s'", w->file,
+				  WALK_DEPTH, w->path);
+	level++;
+	rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, walk_link, w) < 0 ? -1 : 0;
+	level--;
+	if (rc && !(w->err && w->err->code))
+		return h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '/%s'", w->file, w->path);
+	return rc;
+}
+
+/* Walk file f (opened from `file`). *legacy: the file predates checksummed metadata. */
+static int walk_file(hid_t f, const char *file, int part, struct walk *w, struct mt_err *err)
+{
+	memset(w, 0, sizeof(*w));
+	w->file = file;
+	w->part = part;
+	w->err = err;
+	if (err)
+		err->code = 0;
+	{
+		hsize_t sz = 0;
+		if (H5Fget_filesize(f, &sz) < 0)
+			return h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot tell its size", file);
+		w->filesize = (double)sz;
+	}
+	return walk_group(f, w, 0);
+}
+
+/* ---- verifying what was read ------------------------------------------------------------------ */
+
+/* The stored checksum of dataset d: 1 with *v, 0 when it has none, -1 when it is garbled. */
+static int read_xxh(hid_t d, uint64_t *v)
+{
+	hid_t a = -1, sp = -1, ty = -1;
+	int rc = -1;
+	htri_t ex = H5Aexists(d, XXH_ATTR);
+
+	if (ex <= 0) {
+		h5_clear();
+		return ex == 0 ? 0 : -1;
+	}
+	if ((a = H5Aopen(d, XXH_ATTR, H5P_DEFAULT)) >= 0 && (sp = H5Aget_space(a)) >= 0 && (ty = H5Aget_type(a)) >= 0 &&
+	    H5Tget_class(ty) == H5T_INTEGER && H5Tget_size(ty) == 8 && H5Sget_simple_extent_npoints(sp) == 1 &&
+	    H5Aread(a, H5T_NATIVE_UINT64, v) >= 0)
+		rc = 1;
+	h5_close(&ty);
+	h5_close(&sp);
+	h5_close(&a);
+	h5_clear();
+	return rc;
+}
+
+/* Is every float of x finite? -1 when so, else the index of the first that is not. */
+static int64_t first_nonfinite(const float *x, int64_t n)
+{
+	for (int64_t j = 0; j < n; j++)
+		if (!isfinite(x[j]))
+			return j;
+	return -1;
+}
+
+static int nonfinite_err(struct mt_err *err, const char *file, const char *path, const float *x, int64_t at)
+{
+	return mt_err_set(err, MT_EXIT_DATA,
+			  "checkpoint '%s': tensor '%s' holds %s at element %lld (a diverged or damaged model: mt refuses it)",
+			  file, path, isnan(x[at]) ? "nan" : "inf", (long long)at);
+}
+
+#define VERIFY_FLOATS ((hsize_t)4 << 20)
+
+/* Read a whole float32 dataset of a file (a self-contained tensor, or a part's) in slabs,
+ * compare its XXH3 with the stored one and look for NaN and infinities. legacy: a file
+ * without checksums (none expected). *bytes adds what was read. */
+static int verify_plain(hid_t d, const char *file, const char *path, int legacy, int64_t *bytes, struct mt_err *err)
+{
+	hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
+	hsize_t dims[H5S_MAX_RANK], cols = 1, step, rows;
+	uint64_t want = 0;
+	int nd, has, rc = -1;
+	float *buf = NULL;
+	XXH3_state_t *h = XXH3_createState();
+	int64_t done = 0, bad = -1;
+	int badnan = 0;
+
+	if (!h || sp < 0 || ty < 0 || (nd = H5Sget_simple_extent_ndims(sp)) < 1 || nd > 2 ||
+	    H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
+		h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' is not a 1- or 2-dimensional dataset", file, path);
+		goto out;
+	}
+	if (H5Tget_class(ty) != H5T_FLOAT) {
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' is not floating point", file, path);
+		goto out;
+	}
+	if ((has = read_xxh(d, &want)) < 0) {
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' has a garbled checksum attribute", file, path);
+		goto out;
+	}
+	if (!has && !legacy) {
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' has lost its checksum (the file's other checksums are there)",
+			   file, path);
+		goto out;
+	}
+	if (has && (H5Tget_size(ty) != 4 || H5Tget_order(ty) != H5T_ORDER_LE)) {
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' is not float32 as its checksum says", file, path);
+		goto out;
+	}
+	rows = dims[0];
+	if (nd == 2)
+		cols = dims[1];
+	step = cols ? VERIFY_FLOATS / cols : 1;
+	if (step == 0)
+		step = 1;
+	if (!(buf = malloc((size_t)((rows < step ? rows : step) * cols + 1) * sizeof(float)))) {
+		mt_err_set(err, MT_EXIT_IO, "out of memory");
+		goto out;
+	}
+	XXH3_64bits_reset(h);
+	for (hsize_t r = 0; r < rows; r += step) {
+		hsize_t n = rows - r < step ? rows - r : step;
+		int64_t at;
+
+		if (region_io(d, nd, r, 0, n, cols, buf, 0)) {
+			h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read tensor '%s'", file, path);
+			goto out;
+		}
+		XXH3_64bits_update(h, buf, (size_t)(n * cols) * sizeof(float));
+		if (bad < 0 && (at = first_nonfinite(buf, (int64_t)(n * cols))) >= 0) {
+			bad = (int64_t)(r * cols) + at;
+			badnan = isnan(buf[at]);
+		}
+		done += (int64_t)(n * cols) * 4;
+	}
+	if (has && XXH3_64bits_digest(h) != want) {
+		mt_err_set(err, MT_EXIT_DATA,
+			   "checkpoint '%s': tensor '%s' does not match its checksum (stored xxh3 %016llx, read %016llx): the file is damaged",
+			   file, path, (unsigned long long)want, (unsigned long long)XXH3_64bits_digest(h));
+		goto out;
+	}
+	if (bad >= 0) {
+		mt_err_set(err, MT_EXIT_DATA,
+			   "checkpoint '%s': tensor '%s' holds %s at element %lld (a diverged or damaged model: mt refuses it)",
+			   file, path, badnan ? "nan" : "inf", (long long)bad);
+		goto out;
+	}
+	if (bytes)
+		*bytes += done;
+	rc = 0;
+out:
+	free(buf);
+	if (h)
+		XXH3_freeState(h);
+	h5_close(&ty);
+	h5_close(&sp);
+	return rc;
+}
+
+/* Part datasets already verified during one load (file and dataset). */
+struct vcache {
+	char **v;
+	size_t n, cap;
+};
+
+static int vcache_has(const struct vcache *c, const char *key)
+{
+	for (size_t i = 0; c && i < c->n; i++)
+		if (!strcmp(c->v[i], key))
+			return 1;
+	return 0;
+}
+
+static void vcache_add(struct vcache *c, const char *key)
+{
+	if (!c)
+		return;
+	if (c->n == c->cap) {
+		char **nv = realloc(c->v, (c->cap = c->cap ? 2 * c->cap : 64) * sizeof(*nv));
+		if (!nv)
+			return;
+		c->v = nv;
+	}
+	if ((c->v[c->n] = strdup(key)))
+		c->n++;
+}
+
+static void vcache_free(struct vcache *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		free(c->v[i]);
+	free(c->v);
+	memset(c, 0, sizeof(*c));
+}
+
+/* Verify the parts' datasets behind virtual dataset d (of index file `file`) that hold
+ * any of the region rows [r0, r0 + nr) x columns [c0, c0 + nc) (nr 0: all of it). */
+static int verify_virtual(hid_t d, const char *file, const char *path, int legacy, hsize_t r0, hsize_t c0, hsize_t nr,
+			  hsize_t nc, struct vcache *cache, int64_t *bytes, struct mt_err *err)
+{
+	hid_t dcpl = H5Dget_create_plist(d);
+	size_t cnt = 0;
+	char dir[PATH_CAP];
+	const char *slash = strrchr(file, '/');
+	int rc = 0;
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
+	if (dcpl < 0 || H5Pget_virtual_count(dcpl, &cnt) < 0) {
+		h5_close(&dcpl);
+		return h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' cannot be described", file, path);
+	}
+	for (size_t i = 0; i < cnt && !rc; i++) {
+		char fname[64], dname[1100], key[1200], pfile[PATH_CAP + 80];
+		hsize_t s0[H5S_MAX_RANK] = { 0 }, e0[H5S_MAX_RANK] = { 0 };
+		hid_t vs = H5Pget_virtual_vspace(dcpl, i), pf = -1, pd = -1, fapl;
+		int nd = vs >= 0 ? H5Sget_simple_extent_ndims(vs) : -1;
+
+		if (vs < 0 || nd < 1 || H5Sget_select_bounds(vs, s0, e0) < 0 ||
+		    H5Pget_virtual_filename(dcpl, i, fname, sizeof(fname)) < 0 ||
+		    H5Pget_virtual_dsetname(dcpl, i, dname, sizeof(dname)) < 0) {
+			h5_close(&vs);
+			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' cannot be described", file, path);
+			break;
+		}
+		h5_close(&vs);
+		if (nd == 1) {
+			s0[1] = 0;
+			e0[1] = 0;
+		}
+		if (nr && (e0[0] < r0 || s0[0] >= r0 + nr || e0[1] < c0 || s0[1] >= c0 + nc))
+			continue;
+		snprintf(key, sizeof(key), "%s:%s", fname, dname);
+		if (vcache_has(cache, key))
+			continue;
+		snprintf(pfile, sizeof(pfile), "%s/%s", dir, fname);
+		/* HDF5 may hold the part open already, as a virtual dataset's source, with its own
+		 * access properties (file locking on): open it the same way then */
+		if ((fapl = h5_fapl()) >= 0 && (pf = H5Fopen(pfile, H5F_ACC_RDONLY, fapl)) < 0) {
+			h5_clear();
+			pf = H5Fopen(pfile, H5F_ACC_RDONLY, H5P_DEFAULT);
+		}
+		if (fapl < 0 || pf < 0 || (pd = H5Dopen2(pf, dname, H5P_DEFAULT)) < 0) {
+			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read part '%s' of tensor '%s'", file, pfile, path);
+		} else {
+			char p2[1200];
+			snprintf(p2, sizeof(p2), "%s (part %s)", path, fname);
+			rc = verify_plain(pd, file, p2, legacy, bytes, err);
+			if (!rc)
+				vcache_add(cache, key);
+		}
+		h5_close(&fapl);
+		h5_close(&pd);
+		if (pf >= 0)
+			H5Fclose(pf);
+	}
+	h5_close(&dcpl);
+	return rc;
+}
+
+static int is_virtual(hid_t d)
+{
+	hid_t dcpl = H5Dget_create_plist(d);
+	int v = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_VIRTUAL;
+
+	h5_close(&dcpl);
+	return v;
+}
+
+/* What opening a checkpoint found out besides the file handle. */
+struct ckinfo {
+	int legacy;            /* no checksums (an older mt wrote it) */
+	int64_t model_tensors; /* datasets under /model */
+	double model_floats;   /* their elements (of the index's virtual datasets too) */
+};
+
+static int check_parts(hid_t f, const char *file, int legacy, double *part_bytes, struct mt_err *err);
 
 /* Open the checkpoint file read-only and check that it is an mt checkpoint this version
- * reads. file gets its path (for messages). */
-static hid_t open_ckpt(const char *iterdir, char *file, size_t n, struct mt_err *err)
+ * reads: first its whole structure (walk_file), then the format attributes. file gets its
+ * path (for messages); ci (may be NULL) what the walk found. */
+static hid_t open_ckpt_info(const char *iterdir, char *file, size_t n, struct ckinfo *ci, struct mt_err *err)
 {
 	hid_t fapl, f, a = -1, ty = -1, mt = -1;
 	int64_t version = 0;
 	char *fmt = NULL;
 	int fd, ok = 0;
+	struct stat sb;
+	struct walk w;
+	struct ckinfo tmp;
 
+	if (!ci)
+		ci = &tmp;
+	memset(ci, 0, sizeof(*ci));
 	h5_quiet();
 	if (model_file(iterdir, file, n, err))
 		return -1;
-	if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
+	if ((fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
 		if (errno == ENOENT && is_dir(iterdir))
-			mt_err_set(err, MT_EXIT_IO,
-				   "cannot open checkpoint '%s': no model.h5 there (a Megatron-LM torch checkpoint cannot be read)",
+			mt_err_set(err, MT_EXIT_DATA,
+				   "cannot open checkpoint '%s': no model.h5 there (an incomplete checkpoint; a Megatron-LM torch checkpoint cannot be read)",
 				   iterdir);
 		else
 			mt_err_errno(err, MT_EXIT_IO, "cannot open checkpoint '%s'", file);
 		return -1;
+	}
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': not a regular file", file);
 	}
 	close(fd);
 	if ((fapl = h5_fapl()) < 0)
@@ -931,6 +1503,12 @@ static hid_t open_ckpt(const char *iterdir, char *file, size_t n, struct mt_err 
 	h5_close(&fapl);
 	if (f < 0)
 		return h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s'", file);
+	if (walk_file(f, file, 0, &w, err)) {
+		H5Fclose(f);
+		return -1;
+	}
+	ci->model_tensors = w.model_tensors;
+	ci->model_floats = w.model_floats;
 	if (H5Aexists(f, "format") > 0 && (a = H5Aopen(f, "format", H5P_DEFAULT)) >= 0 &&
 	    (ty = H5Aget_type(a)) >= 0 && H5Tget_class(ty) == H5T_STRING && H5Tis_variable_str(ty) > 0 &&
 	    (mt = vlen_string_type(H5Tget_cset(ty))) >= 0 && H5Aread(a, mt, &fmt) >= 0 && fmt &&
@@ -961,11 +1539,35 @@ static hid_t open_ckpt(const char *iterdir, char *file, size_t n, struct mt_err 
 				  file, (long long)version, version > MT_CKPT_FORMAT_VERSION ? " is newer: upgrade mt" : " is unknown",
 				  MT_CKPT_FORMAT_VERSION);
 	}
-	if (check_parts(f, file, err)) {
+	ci->legacy = H5Aexists(f, "state_xxh3") <= 0;
+	h5_clear();
+	if (ci->legacy)
+		warn_legacy(file);
+	{
+		double pb = 0;
+		if (check_parts(f, file, ci->legacy, &pb, err)) {
+			H5Fclose(f);
+			return -1;
+		}
+		/* virtual shapes are only promises: the parts must hold the floats they promise */
+		if (w.virtual && w.model_floats * 4 > pb) {
+			H5Fclose(f);
+			return mt_err_set(err, MT_EXIT_DATA,
+					  "cannot read checkpoint '%s': its tensors' shapes need %.0f bytes, its parts hold %.0f",
+					  file, w.model_floats * 4, pb);
+		}
+	}
+	if (w.virtual && H5Aexists(f, "shards") <= 0) {
+		h5_clear();
 		H5Fclose(f);
-		return -1;
+		return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': virtual datasets but no list of parts ('shards')", file);
 	}
 	return f;
+}
+
+static hid_t open_ckpt(const char *iterdir, char *file, size_t n, struct mt_err *err)
+{
+	return open_ckpt_info(iterdir, file, n, NULL, err);
 }
 
 static int read_i64(hid_t obj, const char *name, int64_t *v, const char *file, struct mt_err *err)
@@ -1056,6 +1658,18 @@ static int read_rng(hid_t f, struct mt_ckpt_loaded *st, const char *file, struct
 			rc = 0;
 		}
 	}
+	if (rc == 0) {
+		uint64_t want = 0;
+		int has = read_xxh(d, &want), checked = H5Aexists(f, "state_xxh3") > 0;
+
+		h5_clear();
+		if (has < 0 || (checked && !has) || (has > 0 && want != XXH3_64bits(st->rng ? st->rng : "", st->rng_size))) {
+			h5_close(&ty);
+			h5_close(&sp);
+			h5_close(&d);
+			return mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': dataset 'rng' does not match its checksum", file);
+		}
+	}
 	h5_close(&ty);
 	h5_close(&sp);
 	h5_close(&d);
@@ -1099,6 +1713,47 @@ static int read_state_h5(hid_t f, const char *file, struct mt_ckpt_loaded *st, s
 		st->has_optimizer = 1;
 	}
 	h5_clear();
+	/* counters a resume trusts: named when they cannot be right */
+	{
+		static const char *const names[] = { "iteration", "consumed_train_samples", "consumed_valid_samples", "optimizer/step" };
+		const int64_t v[] = { st->iteration, st->consumed_train_samples, st->consumed_valid_samples, st->optimizer_step };
+		for (int i = 0; i < 4; i++)
+			if (v[i] < 0 || v[i] > MT_CKPT_COUNTER_MAX) {
+				mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute '%s' is %lld, %s", file, names[i],
+					   (long long)v[i], v[i] < 0 ? "negative" : "beyond any run (2^53)");
+				goto fail;
+			}
+	}
+	if (H5Aexists(f, "state_xxh3") > 0) {
+		uint64_t want = 0, got;
+		hid_t a = H5Aopen(f, "state_xxh3", H5P_DEFAULT);
+		int bad = a < 0 || H5Aread(a, H5T_NATIVE_UINT64, &want) < 0;
+
+		h5_close(&a);
+		got = state_hash(st->iteration, st->consumed_train_samples, st->consumed_valid_samples,
+				 st->has_optimizer ? st->optimizer_step : -1, st->config_json, st->train_args_json,
+				 st->scheduler_json);
+		if (bad || want != got) {
+			h5_fail(err, MT_EXIT_DATA,
+				"cannot read checkpoint '%s': its attributes (iteration, samples, config, arguments, scheduler) do not match their checksum 'state_xxh3'",
+				file);
+			goto fail;
+		}
+	}
+	h5_clear();
+	{
+		/* the directory's name and the iteration inside must agree */
+		char dir[PATH_CAP];
+		const char *slash = strrchr(file, '/');
+		int64_t named;
+
+		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
+		if ((named = iteration_of_dir(dir)) >= 0 && named != st->iteration) {
+			mt_err_set(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute 'iteration' is %lld, its directory says %lld",
+				   file, (long long)st->iteration, (long long)named);
+			goto fail;
+		}
+	}
 	return 0;
 fail:
 	mt_ckpt_loaded_free(st);
@@ -1139,6 +1794,8 @@ int mt_ckpt_resolve(const char *path, char *out, size_t n, int64_t *iteration, s
 		} else {
 			if (mt_ckpt_file_path(p, sizeof(p), path, 0, 1, err))
 				return -1;
+			if (stat(p, &st) != 0 && iteration_of_dir(path) >= 0)
+				return mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s' is incomplete: no model.h5 in it", path);
 			if (stat(p, &st) != 0)
 				return mt_err_set(err, MT_EXIT_IO,
 						  "no checkpoint in '%s': no '%s' marker, no %s and no model.h5", path,
@@ -1246,13 +1903,13 @@ static int read_i64v(hid_t d, const char *name, int nd, int64_t *v)
 	return rc;
 }
 
-static int load_tensor(hid_t g, const char *gpath, const struct mt_param *p, float *dst, const char *file,
-		       struct mt_err *err)
+static int load_tensor(hid_t g, const char *gpath, const struct mt_param *p, float *dst, const char *file, int legacy,
+		       struct vcache *vc, struct mt_err *err)
 {
 	hid_t d = -1, sp = -1, ty = -1;
 	hsize_t dims[H5S_MAX_RANK];
 	int64_t have[H5S_MAX_RANK] = { 0 }, gshape[2] = { 0, 0 }, off[2] = { 0, 0 };
-	char a[128], b[128], c[128];
+	char a[512], b[128], c[128];
 	int nd, rc = -1, r;
 
 	if (H5Lexists(g, p->name, H5P_DEFAULT) <= 0) {
@@ -1298,6 +1955,34 @@ static int load_tensor(hid_t g, const char *gpath, const struct mt_param *p, flo
 		h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read tensor '%s/%s'", file, gpath, p->name);
 		goto out;
 	}
+	snprintf(a, sizeof(a), "%s/%s", gpath, p->name);
+	if (is_virtual(d)) {
+		/* the parts hold the bytes and their checksums */
+		if (verify_virtual(d, file, a, legacy, 0, 0, 0, 0, vc, NULL, err))
+			goto out;
+	} else {
+		uint64_t want = 0;
+		int has = read_xxh(d, &want);
+
+		if (has < 0 || (!has && !legacy)) {
+			mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' has %s checksum attribute", file, a,
+				   has < 0 ? "a garbled" : "lost its");
+			goto out;
+		}
+		if (has && (H5Tget_size(ty) != 4 || XXH3_64bits(dst, (size_t)p->numel * sizeof(float)) != want)) {
+			mt_err_set(err, MT_EXIT_DATA,
+				   "checkpoint '%s': tensor '%s' does not match its checksum (stored xxh3 %016llx): the file is damaged",
+				   file, a, (unsigned long long)want);
+			goto out;
+		}
+	}
+	{
+		int64_t at = first_nonfinite(dst, p->numel);
+		if (at >= 0) {
+			nonfinite_err(err, file, a, dst, at);
+			goto out;
+		}
+	}
 	rc = 0;
 out:
 	h5_close(&ty);
@@ -1307,7 +1992,7 @@ out:
 }
 
 static int load_group(hid_t f, const char *gpath, const struct mt_params *t, const struct mt_param **index,
-		      float *buf, unsigned flags, const char *file, struct mt_err *err)
+		      float *buf, unsigned flags, const char *file, int legacy, struct vcache *vc, struct mt_err *err)
 {
 	hid_t g;
 	struct names l;
@@ -1322,7 +2007,7 @@ static int load_group(hid_t f, const char *gpath, const struct mt_params *t, con
 		return mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': group '%s' is missing", file, gpath);
 	}
 	for (int i = 0; i < t->n && !rc; i++)
-		rc = load_tensor(g, gpath, &t->p[i], buf + t->p[i].offset, file, err);
+		rc = load_tensor(g, gpath, &t->p[i], buf + t->p[i].offset, file, legacy, vc, err);
 	if (!rc && !(flags & MT_CKPT_ALLOW_EXTRA)) {
 		if (list_links(g, &l))
 			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '%s'", file, gpath);
@@ -1342,6 +2027,8 @@ int mt_ckpt_load(const char *iterdir, const struct mt_params *t, float *weights,
 {
 	char file[PATH_CAP];
 	const struct mt_param **index;
+	struct ckinfo ci;
+	struct vcache vc = { 0 };
 	hid_t f;
 	int rc;
 
@@ -1349,15 +2036,16 @@ int mt_ckpt_load(const char *iterdir, const struct mt_params *t, float *weights,
 		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_load without a weight buffer");
 	if (!(index = table_index(t, err)))
 		return -1;
-	if ((f = open_ckpt(iterdir, file, sizeof(file), err)) < 0) {
+	if ((f = open_ckpt_info(iterdir, file, sizeof(file), &ci, err)) < 0) {
 		free(index);
 		return -1;
 	}
-	rc = load_group(f, "model", t, index, weights, flags, file, err);
+	rc = load_group(f, "model", t, index, weights, flags, file, ci.legacy, &vc, err);
 	if (!rc && exp_avg)
-		rc = load_group(f, "optimizer/exp_avg", t, index, exp_avg, flags, file, err);
+		rc = load_group(f, "optimizer/exp_avg", t, index, exp_avg, flags, file, ci.legacy, &vc, err);
 	if (!rc && exp_avg_sq)
-		rc = load_group(f, "optimizer/exp_avg_sq", t, index, exp_avg_sq, flags, file, err);
+		rc = load_group(f, "optimizer/exp_avg_sq", t, index, exp_avg_sq, flags, file, ci.legacy, &vc, err);
+	vcache_free(&vc);
 	H5Fclose(f);
 	free(index);
 	return rc;
@@ -1572,6 +2260,245 @@ int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err
 	return rc;
 }
 
+#define H5_GROUPS 3
+static const char *const group_path[H5_GROUPS];
+
+/* ---- falling back ------------------------------------------------------------------------------ */
+
+void mt_ckpt_warn(const char *fmt, ...)
+{
+	enum mt_log_level old = mt_log_get_level();
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (old < MT_LOG_WARN)
+		mt_log_set_level(MT_LOG_WARN);
+	mt_warn("%s", msg);
+	mt_log_set_level(old);
+}
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x < y) - (x > y);
+}
+
+int mt_ckpt_candidates(const char *path, int64_t **iters, size_t *n, char *note, size_t notecap, struct mt_err *err)
+{
+	char p[PATH_CAP];
+	struct stat sb;
+	int64_t latest = -1, *all = NULL;
+	size_t na = 0, k = 0;
+	struct mt_err e2 = { 0 };
+
+	*iters = NULL;
+	*n = 0;
+	if (note && notecap)
+		note[0] = '\0';
+	if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || iteration_of_dir(path) >= 0)
+		return 0;
+	if ((size_t)snprintf(p, sizeof(p), "%s/model.h5", path) >= sizeof(p) || lstat(p, &sb) == 0)
+		return 0; /* a directory holding the file itself */
+	if (mt_ckpt_latest(path, &latest, &e2)) {
+		if (note)
+			snprintf(note, notecap, "%s", e2.msg);
+		latest = -2; /* garbled: every iteration is a candidate */
+	}
+	if (mt_ckpt_list(path, &all, &na, err))
+		return -1;
+	if (latest == -1 && na == 0) {
+		free(all);
+		return 0; /* nothing at all: the caller's error says so */
+	}
+	if (latest == -1 && note)
+		snprintf(note, notecap, "no '%s' marker in '%s'", MT_CKPT_LATEST, path);
+	*iters = malloc((na + 1) * sizeof(**iters));
+	if (!*iters) {
+		free(all);
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	}
+	if (latest >= 0)
+		(*iters)[k++] = latest;
+	qsort(all, na, sizeof(*all), cmp_i64_desc);
+	for (size_t i = 0; i < na; i++)
+		if (latest < 0 || all[i] < latest)
+			(*iters)[k++] = all[i];
+	free(all);
+	*n = k;
+	return 0;
+}
+
+/* ---- verify ---------------------------------------------------------------------------------- */
+
+struct verify {
+	const char *file;
+	int legacy;
+	int64_t tensors, bytes;
+	struct vcache vc;
+	struct mt_err *err;
+};
+
+static int verify_group(hid_t g, const char *prefix, struct verify *v)
+{
+	struct names l;
+	int rc = 0;
+
+	if (list_links(g, &l))
+		return h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '/%s'", v->file, prefix);
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		char path[PATH_CAP];
+		hid_t o = H5Oopen(g, l.v[i], H5P_DEFAULT);
+
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", l.v[i]);
+		if (o < 0)
+			rc = h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': cannot open '/%s'", v->file, path);
+		else if (H5Iget_type(o) == H5I_GROUP)
+			rc = verify_group(o, path, v);
+		else if (H5Iget_type(o) == H5I_DATASET && strcmp(path, "rng")) {
+			v->tensors++;
+			rc = is_virtual(o) ? verify_virtual(o, v->file, path, v->legacy, 0, 0, 0, 0, &v->vc, &v->bytes, v->err)
+					   : verify_plain(o, v->file, path, v->legacy, &v->bytes, v->err);
+		}
+		h5_close(&o);
+	}
+	names_free(&l);
+	return rc;
+}
+
+/* The config c against file f: bounds first (num-layers no more than the model tensors,
+ * the parameter count within the floats stored), then the table it builds, row by row,
+ * against the shapes of the first ngroups groups (model, then the moments). */
+static int config_fits(hid_t f, const char *file, const struct mt_config *c, const struct ckinfo *ci, int ngroups,
+		       struct mt_err *err)
+{
+	struct mt_params t;
+	int rc = 0;
+	double need;
+
+	/* every layer stores at least one tensor of its own */
+	if (c->num_layers > ci->model_tensors)
+		return mt_err_set(err, MT_EXIT_DATA,
+				  "checkpoint '%s': config says num-layers %d, but the file holds %lld model tensors in all (a damaged config?)",
+				  file, c->num_layers, (long long)ci->model_tensors);
+	/* an estimate that counts the output layer and the position table whether or not the
+	 * model has them */
+	need = mt_config_params_estimate(c);
+	if (!(need <= 2 * ci->model_floats + (1 << 20)))
+		return mt_err_set(err, MT_EXIT_DATA,
+				  "checkpoint '%s': config (num-layers %d, hidden-size %d, ffn-hidden-size %d, padded vocabulary %lld) describes about %.3g parameters, the file stores %.0f (a damaged config?)",
+				  file, c->num_layers, c->hidden_size, c->ffn_hidden_size, (long long)c->padded_vocab_size, need,
+				  ci->model_floats);
+	if (mt_params_build(&t, c, err)) {
+		err->code = MT_EXIT_DATA;
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", file);
+	}
+	if ((double)t.total > ci->model_floats)
+		rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': its config makes a model of %lld parameters, the file stores %.0f",
+				file, (long long)t.total, ci->model_floats);
+	for (int k = 0; k < ngroups && !rc; k++) {
+		hid_t g = H5Lexists(f, group_path[k], H5P_DEFAULT) > 0 ? H5Gopen2(f, group_path[k], H5P_DEFAULT) : -1;
+
+		if (g < 0) {
+			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': group '%s' is missing", file, group_path[k]);
+			break;
+		}
+		for (int i = 0; i < t.n && !rc; i++) {
+			const struct mt_param *p = &t.p[i];
+			hid_t d = -1, sp = -1;
+			hsize_t dims[H5S_MAX_RANK];
+			int nd = -1;
+
+			if (H5Lexists(g, p->name, H5P_DEFAULT) <= 0 || (d = H5Dopen2(g, p->name, H5P_DEFAULT)) < 0 ||
+			    (sp = H5Dget_space(d)) < 0 || (nd = H5Sget_simple_extent_ndims(sp)) < 0 ||
+			    H5Sget_simple_extent_dims(sp, dims, NULL) < 0)
+				rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' of its config is missing", file,
+					     group_path[k], p->name);
+			else if (nd != p->ndim || (int64_t)dims[0] != p->shape[0] || (nd == 2 && (int64_t)dims[1] != p->shape[1])) {
+				char a[128], b[128];
+				int64_t have[2] = { (int64_t)dims[0], nd == 2 ? (int64_t)dims[1] : 0 };
+				fmt_shape(a, sizeof(a), nd, have);
+				fmt_shape(b, sizeof(b), p->ndim, p->shape);
+				rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s/%s' has shape %s, its config says %s",
+						file, group_path[k], p->name, a, b);
+			}
+			h5_close(&sp);
+			h5_close(&d);
+		}
+		h5_close(&g);
+	}
+	h5_clear();
+	mt_params_free(&t);
+	return rc;
+}
+
+static int verify_model(hid_t f, const char *file, const struct mt_ckpt_loaded *st, const struct ckinfo *ci,
+			struct mt_err *err)
+{
+	struct mt_config c;
+
+	if (mt_config_from_json(&c, st->config_json, err)) {
+		err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", file);
+	}
+	return config_fits(f, file, &c, ci, st->has_optimizer ? H5_GROUPS : 1, err);
+}
+
+int mt_ckpt_verify(const char *path, FILE *out, struct mt_err *err)
+{
+	char file[PATH_CAP];
+	struct mt_ckpt_loaded st;
+	struct ckinfo ci;
+	struct verify v;
+	hid_t f;
+	int rc;
+
+	if ((f = open_ckpt_info(path, file, sizeof(file), &ci, err)) < 0)
+		return -1;
+	if (read_state_h5(f, file, &st, err)) {
+		H5Fclose(f);
+		return -1;
+	}
+	memset(&v, 0, sizeof(v));
+	v.file = file;
+	v.legacy = ci.legacy;
+	v.err = err;
+	rc = verify_group(f, "", &v);
+	if (!rc) /* the config against the file, and every tensor's shape against the config */
+		rc = verify_model(f, file, &st, &ci, err);
+	vcache_free(&v.vc);
+	H5Fclose(f);
+	if (!rc) {
+		fprintf(out, "ok %s: iteration %lld, %lld tensors, %lld bytes %s\n", file, (long long)st.iteration,
+			(long long)v.tensors, (long long)v.bytes,
+			ci.legacy ? "read (no checksums stored: structure, shapes and finite values checked)"
+				  : "verified against their checksums");
+		if (ferror(out))
+			rc = mt_err_errno(err, MT_EXIT_IO, "cannot write the result for '%s'", file);
+	}
+	mt_ckpt_loaded_free(&st);
+	return rc;
+}
+
+int mt_ckpt_check_config(const char *iterdir, const struct mt_config *c, double *stored_floats, struct mt_err *err)
+{
+	char file[PATH_CAP];
+	struct ckinfo ci;
+	hid_t f = open_ckpt_info(iterdir, file, sizeof(file), &ci, err);
+	int rc;
+
+	if (f < 0)
+		return -1;
+	if (stored_floats)
+		*stored_floats = ci.model_floats;
+	rc = config_fits(f, file, c, &ci, 1, err);
+	H5Fclose(f);
+	return rc;
+}
+
 int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err)
 {
 	DIR *d = opendir(dir);
@@ -1612,7 +2539,6 @@ int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err
 /* ---- sharded checkpoints: every rank writes its part, one index presents the tensors --------- */
 
 #define PART_FORMAT "mt-checkpoint-part"
-#define H5_GROUPS 3
 static const char *const group_path[H5_GROUPS] = { "model", "optimizer/exp_avg", "optimizer/exp_avg_sq" };
 
 int mt_ckpt_part_name(char *out, size_t n, int tp_rank, int pp_rank, int dp_rank, struct mt_err *err)
@@ -1690,6 +2616,7 @@ static int write_piece(hid_t grp, const struct mt_param *p, int tp_rank, const f
 	if (sp >= 0 && (d = H5Dcreate2(grp, p->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
 	    !attr_i64v(d, "global_shape", p->ndim, p->gshape) && !attr_i64v(d, "offset", p->ndim, off) &&
 	    !attr_i64v(d, "pieces", 4 * k, &pieces[0][0]) &&
+	    !attr_u64(d, XXH_ATTR, XXH3_64bits(buf, (size_t)p->numel * sizeof(float))) &&
 	    !region_io(d, p->ndim, 0, 0, dims[0], p->ndim == 2 ? dims[1] : 1, (float *)buf, 1))
 		rc = 0;
 	h5_close(&d);
@@ -1721,7 +2648,7 @@ int mt_ckpt_part_check(const struct mt_ckpt_part *pt, const char *what, struct m
 int mt_ckpt_part_write(const char *tmpdir, const struct mt_ckpt_part *pt, int64_t iteration, struct mt_err *err)
 {
 	char name[128], file[PATH_CAP], host[256] = "";
-	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl(), f = -1, g = -1;
+	hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = h5_fapl_new(), f = -1, g = -1;
 	const float *bufs[3] = { pt->w, pt->m, pt->v };
 	int rc = -1;
 
@@ -1997,7 +2924,7 @@ int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const st
 		goto done;
 	}
 	fcpl = H5Pcreate(H5P_FILE_CREATE);
-	fapl = h5_fapl();
+	fapl = h5_fapl_new();
 	if (fcpl >= 0)
 		H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
 	mt_atomic_step("checkpoint");
@@ -2006,7 +2933,8 @@ int mt_ckpt_index_write(const char *tmpdir, const struct mt_params *lt, const st
 		h5_fail(err, MT_EXIT_IO, "cannot create checkpoint '%s'", file);
 		goto done;
 	}
-	if (state_attrs(f, s) || attr_i64v(f, "shard_bytes", nshards, bytes)) {
+	if (state_attrs(f, s, have_opt) || attr_i64v(f, "shard_bytes", nshards, bytes) ||
+	    attr_u64(f, "shards_xxh3", shards_hash(nshards, shards, bytes))) {
 		h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s': attributes", file);
 		goto done;
 	}
@@ -2068,7 +2996,7 @@ done:
 
 /* An index lists its parts and their sizes: every one must be there, whole (HDF5 reads
  * a missing source of a virtual dataset as fill values, here NaN, without a word). */
-static int check_parts(hid_t f, const char *file, struct mt_err *err)
+static int check_parts(hid_t f, const char *file, int legacy, double *part_bytes, struct mt_err *err)
 {
 	hid_t a = -1, sp = -1, ty = -1;
 	hssize_t n;
@@ -2083,7 +3011,7 @@ static int check_parts(hid_t f, const char *file, struct mt_err *err)
 	}
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
 	if ((a = H5Aopen(f, "shards", H5P_DEFAULT)) < 0 || (sp = H5Aget_space(a)) < 0 ||
-	    (n = H5Sget_simple_extent_npoints(sp)) <= 0 || (ty = vlen_string_type(H5T_CSET_UTF8)) < 0) {
+	    (n = H5Sget_simple_extent_npoints(sp)) <= 0 || n > (1 << 20) || (ty = vlen_string_type(H5T_CSET_UTF8)) < 0) {
 		h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint '%s': attribute 'shards'", file);
 		goto out;
 	}
@@ -2108,9 +3036,41 @@ static int check_parts(hid_t f, const char *file, struct mt_err *err)
 			rc = mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
 		else if (stat(p, &st) != 0)
 			rc = mt_err_errno(err, MT_EXIT_DATA, "checkpoint '%s' is incomplete: part '%s'", file, p);
+		else if (!S_ISREG(st.st_mode))
+			rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': part '%s' is not a regular file", file, p);
 		else if ((int64_t)st.st_size != bytes[i])
 			rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s' is incomplete: part '%s' holds %lld bytes, the index says %lld",
 					file, p, (long long)st.st_size, (long long)bytes[i]);
+		else if (!is_part_name(names[i]))
+			rc = mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': part '%s' is not named as mt names parts", file, names[i]);
+		else
+			*part_bytes += (double)st.st_size;
+	}
+	if (!rc && !legacy) {
+		uint64_t want = 0;
+		int has = H5Aexists(f, "shards_xxh3") > 0;
+		hid_t x = has ? H5Aopen(f, "shards_xxh3", H5P_DEFAULT) : -1;
+
+		if (x < 0 || H5Aread(x, H5T_NATIVE_UINT64, &want) < 0 || want != shards_hash((int)n, names, bytes))
+			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': the list of parts does not match its checksum", file);
+		h5_close(&x);
+		h5_clear();
+	}
+	/* the parts' structure, before HDF5 follows the virtual datasets into them */
+	for (hssize_t i = 0; i < n && !rc; i++) {
+		hid_t fapl = h5_fapl(), pf;
+		struct walk w;
+
+		if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, names[i]) >= sizeof(p))
+			h5_close(&fapl);
+		pf = fapl < 0 ? -1 : H5Fopen(p, H5F_ACC_RDONLY, fapl);
+		h5_close(&fapl);
+		if (pf < 0) {
+			rc = h5_fail(err, MT_EXIT_DATA, "cannot read checkpoint part '%s'", p);
+			break;
+		}
+		rc = walk_file(pf, p, 1, &w, err);
+		H5Fclose(pf);
 	}
 out:
 	if (names) {
@@ -2153,12 +3113,50 @@ static int read_shard(hid_t d, const struct mt_param *lp, int tp_rank, const str
 	return 0;
 }
 
+/* After read_shard: the checksums behind what was read (the parts holding its pieces, or
+ * the whole dataset of a self-contained file, once per load), and no NaN or infinity in it. */
+static int verify_slices(hid_t d, const struct mt_param *lp, int tp_rank, const struct mt_param *gp, const float *dst,
+			 const char *file, const char *gpath, int legacy, struct vcache *vc, struct mt_err *err)
+{
+	char path[512], key[600];
+	int64_t at;
+
+	snprintf(path, sizeof(path), "%s/%s", gpath, gp->name);
+	if (is_virtual(d)) {
+		int64_t pieces[2][4];
+		int k = mt_params_pieces(lp, tp_rank, pieces);
+
+		for (int j = 0; j < k; j++) {
+			int64_t r0 = pieces[j][0], rows = pieces[j][2];
+			if (r0 >= gp->shape[0])
+				continue;
+			if (rows > gp->shape[0] - r0)
+				rows = gp->shape[0] - r0;
+			if (verify_virtual(d, file, path, legacy, (hsize_t)r0, (hsize_t)pieces[j][1], (hsize_t)rows,
+					   (hsize_t)(lp->ndim == 2 ? pieces[j][3] : 1), vc, NULL, err))
+				return -1;
+		}
+	} else {
+		snprintf(key, sizeof(key), ".:%s", path);
+		if (!vcache_has(vc, key)) {
+			if (verify_plain(d, file, path, legacy, NULL, err))
+				return -1;
+			vcache_add(vc, key);
+		}
+	}
+	if ((at = first_nonfinite(dst, lp->numel)) >= 0)
+		return nonfinite_err(err, file, path, dst, at);
+	return 0;
+}
+
 int mt_ckpt_load_part(const char *iterdir, const struct mt_params *ct, const struct mt_params *local, float *w,
 		      float *m, float *v, int m0, int m1, unsigned flags, struct mt_err *err)
 {
 	char file[PATH_CAP];
 	const struct mt_param **index;
 	float *bufs[3] = { w, m, v };
+	struct ckinfo ci;
+	struct vcache vc = { 0 };
 	hid_t f, g = -1;
 	int rc = 0;
 
@@ -2166,7 +3164,7 @@ int mt_ckpt_load_part(const char *iterdir, const struct mt_params *ct, const str
 		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_load_part without weights, or with one moment");
 	if (!(index = table_index(ct, err)))
 		return -1;
-	if ((f = open_ckpt(iterdir, file, sizeof(file), err)) < 0) {
+	if ((f = open_ckpt_info(iterdir, file, sizeof(file), &ci, err)) < 0) {
 		free(index);
 		return -1;
 	}
@@ -2239,11 +3237,14 @@ int mt_ckpt_load_part(const char *iterdir, const struct mt_params *ct, const str
 			if ((d = H5Dopen2(g, gp->name, H5P_DEFAULT)) < 0 || read_shard(d, lp, local->tp_rank, gp, bufs[k] + lp->offset))
 				rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read tensor '%s/%s'", file, group_path[k],
 					     gp->name);
+			if (!rc)
+				rc = verify_slices(d, lp, local->tp_rank, gp, bufs[k] + lp->offset, file, group_path[k], ci.legacy, &vc, err);
 			h5_close(&d);
 		}
 		h5_close(&g);
 	}
 	h5_close(&g);
+	vcache_free(&vc);
 	H5Fclose(f);
 	free(index);
 	return rc;

@@ -33,12 +33,15 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "model/config.h"
 #include "model/params.h"
 
 #define MT_CKPT_FORMAT "mt-checkpoint"
 #define MT_CKPT_FORMAT_VERSION 1
 #define MT_CKPT_LATEST "latest"
 #define MT_CKPT_MEGATRON_TRACKER "latest_checkpointed_iteration.txt"
+/* Iterations, sample counts and optimizer steps above this (2^53) are refused as absurd. */
+#define MT_CKPT_COUNTER_MAX ((int64_t)1 << 53)
 
 /* What a checkpoint holds besides the tensors, as the trainer gives it to mt_ckpt_save.
  * config_json is required (mt_config_to_json); train_args_json and scheduler_json are
@@ -112,6 +115,18 @@ int mt_ckpt_latest(const char *dir, int64_t *iteration, struct mt_err *err);
  * once when several calls must see the same iteration while a trainer may be saving. */
 int mt_ckpt_resolve(const char *path, char *out, size_t n, int64_t *iteration, struct mt_err *err);
 
+/* Where to fall back to: for a checkpoint directory DIR (not an iter_N directory, not one
+ * holding model.h5 itself), the iterations a reader should try in turn: the one its
+ * latest marker names, then every complete iteration below it, newest first; with a
+ * garbled marker, or none, every complete iteration newest first, note (may be NULL)
+ * saying what was wrong with the marker. *n is 0 (nothing to choose: read path as it
+ * is) for anything else. *iters is malloc'ed. A reader that fails on one (any error)
+ * warns, naming it and why, and tries the next (mt_model_open, mt-train --load). */
+int mt_ckpt_candidates(const char *path, int64_t **iters, size_t *n, char *note, size_t notecap, struct mt_err *err);
+/* A warning that -q does not silence: a checkpoint skipped by a fall-back (or recorded as
+ * failed) changes what a run does, so it is always said. */
+void mt_ckpt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Read the state without the tensors (mt-eval and mt-generate build the model from
  * config_json). Checks the format name and version. */
 int mt_ckpt_read_state(const char *iterdir, struct mt_ckpt_loaded *st, struct mt_err *err);
@@ -136,6 +151,20 @@ int mt_ckpt_load(const char *iterdir, const struct mt_params *t, float *weights,
  * the same keys, the JSON texts as JSON values, and "tensors": [{name, dtype, shape,
  * global_shape, offset}]. */
 int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err);
+
+/* Check a whole checkpoint (mt-ckpt-reshard verify): its structure (no links, external
+ * storage or virtual sources outside its directory), its attributes against their
+ * checksum, and every tensor (of a sharded checkpoint: every part) read back in full
+ * against its XXH3-64 and for NaN and infinities. One "ok FILE: ..." line on out, else
+ * -1 (MT_EXIT_DATA naming the tensor). A checkpoint written before checksums passes
+ * with its structure, shapes and values checked, and says so. */
+int mt_ckpt_verify(const char *path, FILE *out, struct mt_err *err);
+
+/* Before anything is sized from a checkpoint's config: the config c read from it must
+ * fit what the file stores (num-layers no more than its model tensors, the parameter
+ * count within the floats stored, those bounded by the bytes on disk). *stored_floats
+ * (may be NULL) gets the model group's elements, for the caller's table total. */
+int mt_ckpt_check_config(const char *iterdir, const struct mt_config *c, double *stored_floats, struct mt_err *err);
 
 /* The complete checkpoints of DIR: the iterations of its directories named as
  * mt_ckpt_iter_dir names them (a save's temporary "iter_N.tmp.<pid>" is not one, nor is

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+
 static char *dup_member(json_t *o, const char *key)
 {
 	json_t *v = json_object_get(o, key);
@@ -30,8 +32,10 @@ static void read_tokenizer(struct mt_model *m)
 	json_decref(root);
 }
 
-int mt_model_open(struct mt_model *m, const char *path, struct mt_err *err)
+static int open_one(struct mt_model *m, const char *path, struct mt_err *err)
 {
+	double stored = 0;
+
 	memset(m, 0, sizeof(*m));
 	if (mt_ckpt_resolve(path, m->iterdir, sizeof(m->iterdir), &m->iteration, err))
 		return -1;
@@ -39,11 +43,25 @@ int mt_model_open(struct mt_model *m, const char *path, struct mt_err *err)
 		return -1;
 	if (mt_config_from_json(&m->cfg, m->state.config_json, err)) {
 		mt_ckpt_loaded_free(&m->state);
-		return mt_err_prefix(err, "checkpoint '%s'", m->iterdir);
+		if (err)
+			err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", m->iterdir);
+	}
+	/* the config against the file, before it sizes anything */
+	if (mt_ckpt_check_config(m->iterdir, &m->cfg, &stored, err)) {
+		mt_ckpt_loaded_free(&m->state);
+		return -1;
 	}
 	if (mt_params_build(&m->params, &m->cfg, err)) {
 		mt_ckpt_loaded_free(&m->state);
 		return mt_err_prefix(err, "checkpoint '%s'", m->iterdir);
+	}
+	if ((double)m->params.total > stored) {
+		mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': its config makes a model of %lld parameters, the file stores %.0f",
+			   m->iterdir, (long long)m->params.total, stored);
+		mt_params_free(&m->params);
+		mt_ckpt_loaded_free(&m->state);
+		return -1;
 	}
 	m->w = malloc((size_t)m->params.total * sizeof(float));
 	if (!m->w) {
@@ -60,6 +78,42 @@ int mt_model_open(struct mt_model *m, const char *path, struct mt_err *err)
 	}
 	read_tokenizer(m);
 	return 0;
+}
+
+int mt_model_open(struct mt_model *m, const char *path, struct mt_err *err)
+{
+	int64_t *its;
+	size_t n;
+	char note[600], dir[4096];
+	struct mt_err first = { 0 }, e = { 0 };
+
+	memset(m, 0, sizeof(*m));
+	if (mt_ckpt_candidates(path, &its, &n, note, sizeof(note), err))
+		return -1;
+	if (n == 0)
+		return open_one(m, path, err);
+	if (note[0])
+		mt_ckpt_warn("%s: falling back to the newest iteration of '%s' that reads", note, path);
+	for (size_t i = 0; i < n; i++) {
+		if (mt_ckpt_iter_dir(dir, sizeof(dir), path, its[i], &e))
+			break;
+		mt_err_clear(&e);
+		if (!open_one(m, dir, &e)) {
+			if (i > 0)
+				mt_ckpt_warn("loaded '%s' instead (the newest checkpoint of '%s' that reads)", dir, path);
+			free(its);
+			return 0;
+		}
+		mt_ckpt_warn("skipping checkpoint '%s': %s", dir, e.msg);
+		if (!first.code)
+			first = e;
+	}
+	free(its);
+	if (err) {
+		*err = first;
+		mt_err_prefix(err, "no checkpoint of '%s' reads; the newest", path);
+	}
+	return -1;
 }
 
 void mt_model_close(struct mt_model *m)

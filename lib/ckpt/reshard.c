@@ -22,12 +22,31 @@ struct src {
 
 static int src_open(struct src *s, const char *path, struct mt_err *err)
 {
+	double stored = 0;
+
 	memset(s, 0, sizeof(*s));
 	if (mt_ckpt_resolve(path, s->dir, sizeof(s->dir), &s->iteration, err) || mt_ckpt_read_state(s->dir, &s->st, err))
 		return -1;
-	if (mt_config_from_json(&s->c, s->st.config_json, err) || mt_params_build(&s->ct, &s->c, err)) {
+	if (mt_config_from_json(&s->c, s->st.config_json, err)) {
+		mt_ckpt_loaded_free(&s->st);
+		if (err)
+			err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", s->dir);
+	}
+	/* the config against the file, before it sizes anything */
+	if (mt_ckpt_check_config(s->dir, &s->c, &stored, err)) {
+		mt_ckpt_loaded_free(&s->st);
+		return -1;
+	}
+	if (mt_params_build(&s->ct, &s->c, err)) {
 		mt_ckpt_loaded_free(&s->st);
 		return mt_err_prefix(err, "checkpoint '%s'", s->dir);
+	}
+	if ((double)s->ct.total > stored) {
+		mt_params_free(&s->ct);
+		mt_ckpt_loaded_free(&s->st);
+		return mt_err_set(err, MT_EXIT_DATA, "checkpoint '%s': its config makes a model of %lld parameters, the file stores %.0f",
+				  s->dir, (long long)s->ct.total, stored);
 	}
 	return 0;
 }

@@ -130,7 +130,12 @@ int mt_ledger_open(struct mt_ledger *l, const char *path, int wait, struct mt_er
 			it = j ? json_object_get(j, "iteration") : NULL;
 			task = j ? json_object_get(j, "task") : NULL;
 			if (json_is_integer(it) && json_is_string(task)) {
-				if (add_key(l, json_integer_value(it), json_string_value(task))) {
+				/* a failure is keyed by what failed: "failed#FINGERPRINT" */
+				json_t *fp = json_object_get(j, "fingerprint");
+				char key[512];
+				snprintf(key, sizeof(key), "%s%s%s", json_string_value(task), json_is_string(fp) ? "#" : "",
+					 json_is_string(fp) ? json_string_value(fp) : "");
+				if (add_key(l, json_integer_value(it), key)) {
 					json_decref(j);
 					mt_err_set(err, MT_EXIT_IO, "out of memory");
 					goto fail;

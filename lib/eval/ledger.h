@@ -8,7 +8,9 @@
  * most one torn last line (a power loss in the middle of the write). Repair: on open,
  * under the lock, a last line without its newline is cut off (ftruncate) and counted in
  * `repaired`; a line that is not a JSON object is skipped and counted in `ignored`.
- * Keys: each line's "iteration" and "task" members say which work it records. */
+ * Keys: each line's "iteration" and "task" members say which work it records; a line with
+ * a "fingerprint" member (mt-eval --watch's record of a checkpoint that failed to read)
+ * is keyed "TASK#FINGERPRINT", so the same iteration changed on disk is a new key. */
 #ifndef MT_LEDGER_H
 #define MT_LEDGER_H
 

@@ -569,7 +569,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 	return a->async_save ? 0 : save_finish(tr, 1, err);
 }
 
-static int load(struct trainer *tr, struct mt_err *err)
+static int load_one(struct trainer *tr, const char *path, struct mt_err *err)
 {
 	char dir[4096];
 	int64_t it;
@@ -577,13 +577,18 @@ static int load(struct trainer *tr, struct mt_err *err)
 	struct mt_config c;
 	double t0 = mt_now();
 
-	if (mt_ckpt_resolve(tr->a->load, dir, sizeof(dir), &it, err))
+	if (mt_ckpt_resolve(path, dir, sizeof(dir), &it, err))
 		return -1;
 	if (mt_ckpt_read_state(dir, &st, err))
 		return -1;
 	if (mt_config_from_json(&c, st.config_json, err)) {
 		mt_ckpt_loaded_free(&st);
-		return mt_err_prefix(err, "checkpoint '%s'", dir);
+		err->code = MT_EXIT_DATA; /* a stored config that does not validate is bad data */
+		return mt_err_prefix(err, "checkpoint '%s': attribute 'config'", dir);
+	}
+	if (mt_ckpt_check_config(dir, &c, NULL, err)) {
+		mt_ckpt_loaded_free(&st);
+		return -1;
 	}
 	{
 		/* the first field that differs, named as its flag */
@@ -670,6 +675,55 @@ static int load(struct trainer *tr, struct mt_err *err)
 		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed) in %.3f s", dir, (long long)tr->iteration,
 			(long long)tr->consumed_train, mt_now() - t0);
 	return 0;
+}
+
+/* --load: a checkpoint directory falls back from a latest that does not read (a garbled
+ * marker, a missing or damaged iteration) to the newest iteration that does, with a
+ * warning naming what was skipped; all ranks agree on each try, so they load the same. */
+static int load(struct trainer *tr, struct mt_err *err)
+{
+	int64_t *its;
+	size_t n;
+	char note[600], dir[4096];
+	struct mt_err first = { 0 }, e = { 0 };
+	int all = 0, say = tr->d->rank == 0;
+
+	if (mt_ckpt_candidates(tr->a->load, &its, &n, note, sizeof(note), err))
+		return -1;
+	if (n == 0)
+		return load_one(tr, tr->a->load, err);
+	if (note[0] && say)
+		mt_ckpt_warn("%s: falling back to the newest iteration of '%s' that reads", note, tr->a->load);
+	for (size_t i = 0; i < n; i++) {
+		int bad;
+		if (mt_ckpt_iter_dir(dir, sizeof(dir), tr->a->load, its[i], &e))
+			break;
+		mt_err_clear(&e);
+		bad = load_one(tr, dir, &e) ? 1 : 0;
+		if (mt_dist_agree(tr->d, its[i], bad, &all, err)) {
+			free(its);
+			return -1;
+		}
+		if (!all) {
+			if (i > 0 && say)
+				mt_ckpt_warn("resumed from '%s' instead (the newest checkpoint of '%s' that reads)", dir, tr->a->load);
+			free(its);
+			return 0;
+		}
+		if (!bad)
+			mt_err_set(&e, MT_EXIT_DATA, "another rank could not read its slices of it");
+		if (say || bad) /* rank 0, and every rank with a reason of its own */
+			mt_ckpt_warn("skipping checkpoint '%s': %s", dir, e.msg);
+		if (!first.code)
+			first = e;
+	}
+	free(its);
+	*err = first;
+	if (!err->code)
+		mt_err_set(err, MT_EXIT_DATA, "no checkpoint of '%s' reads", tr->a->load);
+	else
+		mt_err_prefix(err, "no checkpoint of '%s' reads; the newest", tr->a->load);
+	return -1;
 }
 
 /* Every stage's counters since the last log line to every stage of the pipeline group
