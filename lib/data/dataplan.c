@@ -220,6 +220,17 @@ static int make_split(const struct mt_plan_args *a, struct mt_plan *p, int s, in
 			mt_gpt_indices_free(&x);
 			goto out;
 		}
+		if ((flags & MT_PLAN_WRITE) && cached) {
+			/* reused as it is: only a dead writer's leftovers beside it are removed, as a
+			 * write would remove them (atomic.h) */
+			static const char *const files[] = { "description.txt", "document_index.npy", "sample_index.npy",
+							     "shuffle_index.npy" };
+			for (int k = 0; k < 4; k++) {
+				char path[4300];
+				snprintf(path, sizeof(path), "%s/%s-GPTDataset-%s-%s", dir, u->md5, d.index_split, files[k]);
+				mt_atomic_sweep(path);
+			}
+		}
 		if ((flags & MT_PLAN_WRITE) && !cached) {
 			if (mt_gpt_write_cache(dir, &d, &x, u->md5, err)) {
 				mt_gpt_indices_free(&x);
