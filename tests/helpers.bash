@@ -48,3 +48,25 @@ rank_pid() {
 			echo "${p#/proc/}"; } 2>/dev/null
 	done | head -1
 }
+
+# The GPU layout tests' comparisons of two --log-json files.
+# close A.jsonl B.jsonl TOL: per-step loss and gradient norm within TOL (relative)
+close() {
+	python3 - "$@" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+tol = float(sys.argv[3])
+assert len(a) == len(b) and a, (len(a), len(b))
+worst = 0.0
+for x, y in zip(a, b):
+    for k in ("loss", "grad_norm"):
+        worst = max(worst, abs(x[k] - y[k]) / abs(y[k]))
+print(f"worst relative difference {worst:.3g} over {len(a)} steps (limit {tol})")
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+
+fields() {
+	python3 -c 'import json,sys; [print(json.dumps({k: d[k] for k in ("iteration", "loss", "grad_norm")})) for d in map(json.loads, open(sys.argv[1]))]' "$1"
+}

@@ -20,27 +20,6 @@ setup() {
 		--untie-embeddings-and-output-weights --group-query-attention --num-query-groups 2 --ffn-hidden-size 128)
 }
 
-# close A.jsonl B.jsonl TOL: per-step loss and gradient norm within TOL (relative)
-close() {
-	python3 - "$@" <<'PY'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-tol = float(sys.argv[3])
-assert len(a) == len(b) and a, (len(a), len(b))
-worst = 0.0
-for x, y in zip(a, b):
-    for k in ("loss", "grad_norm"):
-        worst = max(worst, abs(x[k] - y[k]) / abs(y[k]))
-print(f"worst relative difference {worst:.3g} over {len(a)} steps (limit {tol})")
-sys.exit(0 if worst <= tol else 1)
-PY
-}
-
-fields() {
-	python3 -c 'import json,sys; [print(json.dumps({k: d[k] for k in ("iteration", "loss", "grad_norm")})) for d in map(json.loads, open(sys.argv[1]))]' "$1"
-}
-
 # bats test_tags=gpu
 @test "gpu: TP=2 on one GPU (fp32), with and without SP, follows TP=1 within 1e-4, GPT-2 and Llama style" {
 	need_gpu

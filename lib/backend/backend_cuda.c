@@ -547,6 +547,28 @@ static int dp_init(struct cu *s, struct mt_err *err)
 	return 0;
 }
 
+/* Whether every rank of group g has a GPU of its own (NCCL refuses two ranks of one
+ * communicator on one GPU): the current device's UUID to every rank (collective over g);
+ * *dev is this rank's device */
+static int group_gpus(struct mt_dist *g, const char *what, int *dev, int *distinct, struct mt_err *err)
+{
+	struct cudaDeviceProp p;
+	unsigned char mine[16], other[16];
+
+	*distinct = 1;
+	if (cudaGetDevice(dev) != cudaSuccess || cudaGetDeviceProperties(&p, *dev) != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "%s: cannot read the GPU's properties", g->where);
+	memcpy(mine, p.uuid.bytes, 16);
+	for (int q = 0; q < g->world; q++) {
+		memcpy(other, mine, 16);
+		if (g->ops->bcast(g, other, 16, q, what, err))
+			return -1;
+		if (q != g->rank && !memcmp(other, mine, 16))
+			*distinct = 0;
+	}
+	return 0;
+}
+
 /* Tensor parallelism's transport: NCCL over the group when every rank of it has a GPU
  * of its own (asked, or by default), else the host path (tp's operations over MPI). The
  * ranks agree on the outcome, so none waits in a communicator the others left. */
@@ -559,20 +581,8 @@ static int tp_init(struct cu *s, struct mt_err *err)
 
 	if (!s->tp || want == MT_TP_COMM_HOST || !g || g->world < 2)
 		return 0;
-	{
-		struct cudaDeviceProp p;
-		unsigned char mine[16], other[16];
-		if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
-			return mt_err_set(err, MT_EXIT_IO, "%s: cannot read the GPU's properties", g->where);
-		memcpy(mine, p.uuid.bytes, 16);
-		for (int q = 0; q < g->world; q++) {
-			memcpy(other, mine, 16);
-			if (g->ops->bcast(g, other, 16, q, "the tensor-parallel GPU check", err))
-				return -1;
-			if (q != g->rank && !memcmp(other, mine, 16))
-				distinct = 0;
-		}
-	}
+	if (group_gpus(g, "the tensor-parallel GPU check", &dev, &distinct, err))
+		return -1;
 	if (!distinct) {
 		if (want == MT_TP_COMM_NCCL)
 			return mt_err_set(err, MT_EXIT_USAGE, "%s: --tensor-parallel-comm nccl: ranks of a tensor-parallel group "
@@ -1723,20 +1733,8 @@ static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const stru
 	*elem_bytes = 4;
 	if (want == MT_TP_COMM_HOST || !g || g->world < 2)
 		return 0;
-	{
-		struct cudaDeviceProp p;
-		unsigned char mine[16], other[16];
-		if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
-			return mt_err_set(err, MT_EXIT_IO, "%s: cannot read the GPU's properties", g->where);
-		memcpy(mine, p.uuid.bytes, 16);
-		for (int q = 0; q < g->world; q++) {
-			memcpy(other, mine, 16);
-			if (g->ops->bcast(g, other, 16, q, "the pipeline's GPU check", err))
-				return -1;
-			if (q != g->rank && !memcmp(other, mine, 16))
-				distinct = 0;
-		}
-	}
+	if (group_gpus(g, "the pipeline's GPU check", &dev, &distinct, err))
+		return -1;
 	if (!distinct) {
 		if (want == MT_TP_COMM_NCCL)
 			return mt_err_set(err, MT_EXIT_USAGE, "%s: --pipeline-parallel-comm nccl: stages share GPU %d, which "
