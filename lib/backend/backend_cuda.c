@@ -1744,6 +1744,19 @@ static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const stru
 			mt_info("cuda: pipeline stages share a GPU: their transfers go through host memory");
 		return 0;
 	}
+	/* the interleaved schedule over NCCL hung on two GPUs (each stage waiting in a
+	 * receive until the timeout; 1F1B and ZB-H1 over the same edges matched one GPU):
+	 * until that is understood, its transfers take the host path, which it passes on */
+	if (s->t && s->t->nchunks > 1) {
+		if (want == MT_TP_COMM_NCCL)
+			return mt_err_set(err, MT_EXIT_USAGE, "%s: --pipeline-parallel-comm nccl: the interleaved schedule "
+					  "(virtual pipeline stages) does not run over NCCL yet (docs/mt-train.md); use "
+					  "--pipeline-parallel-comm host or auto", g->where);
+		if (!s->o.quiet)
+			mt_info("cuda: interleaved pipeline: the transfers between stages go through host memory (NCCL "
+				"with virtual stages is not supported yet)");
+		return 0;
+	}
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
