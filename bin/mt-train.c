@@ -143,7 +143,7 @@ static const struct mt_option opts[] = {
 	{ "dry-run", 0, MT_ARG_NONE, O_DRY_RUN, NULL, "print rank layout, parameters, memory per GPU and FLOPs per step; train nothing" },
 	{ "world-size", 0, MT_ARG_REQUIRED, O_WORLD, "N", "ranks for --dry-run (default: the launcher's)" },
 	{ "gpus-per-node", 0, MT_ARG_REQUIRED, O_GPUS_PER_NODE, "N", "for --dry-run's node count (default 8)" },
-	{ "step-batch-size-schedule", 0, MT_ARG_LIST, O_STEP_BATCH, "\"T:B ...\"", "global batch B from T tokens on (T with K, M, B or T suffixes; --dry-run only)" },
+	{ "step-batch-size-schedule", 0, MT_ARG_LIST, O_STEP_BATCH, "\"T:B ...\"", "global batch B once T tokens are consumed (T with K, M, B or T suffixes)" },
 	{ "rampup-batch-size", 0, MT_ARG_LIST, O_RAMPUP, "START INCR SAMPLES", "grow the global batch from START by INCR over SAMPLES samples" },
 	{ "lr-warmup-samples", 0, MT_ARG_REQUIRED, O_WARMUP_SAMPLES, "N", "warmup in samples (sample-based schedule)" },
 	{ "lr-decay-samples", 0, MT_ARG_REQUIRED, O_DECAY_SAMPLES, "N", "decay in samples (default: --train-samples)" },
@@ -669,21 +669,16 @@ int main(int argc, char **argv)
 		if (mt_estimate(&ea, &est, &e))
 			mt_die_err(&e);
 		mt_estimate_print(stdout, &ea, &est);
-		for (int k = 0; k < steps.n; k++) {
-			/* thresholds are tokens (Megatron, with the sequence length known) */
-			int64_t md = a.micro_batch_size * ea.dp;
-			if (steps.batch[k] % md)
-				mt_die(MT_EXIT_USAGE, "--step-batch-size-schedule: batch %lld is not a multiple of micro-batch x "
-				       "data-parallel size %lld", (long long)steps.batch[k], (long long)md);
-			printf("%s%lld from %.6g tokens (sample %.0f)%s", k ? ", " : "batch-size schedule: ",
-			       (long long)steps.batch[k], steps.at[k], steps.at[k] / a.cfg.seq_length, k == steps.n - 1 ? "\n" : "");
-		}
+		/* thresholds are tokens (Megatron, with the sequence length known) */
+		if (steps.n && mt_batch_steps_check(&steps, a.cfg.seq_length, a.micro_batch_size * ea.dp, 0, &e))
+			mt_die_err(&e);
+		for (int k = 0; k < steps.n; k++)
+			printf("%s%lld from %.6g tokens (sample %lld)%s", k ? ", " : "batch-size schedule: ",
+			       (long long)steps.batch[k], (double)steps.at[k],
+			       (long long)mt_batch_steps_sample(&steps, k, a.cfg.seq_length), k == steps.n - 1 ? "\n" : "");
 		mt_estimate_free(&est);
 		return 0;
 	}
-	if (steps.n)
-		mt_die(MT_EXIT_USAGE, "--step-batch-size-schedule: training with a step batch-size schedule is not "
-		       "implemented yet (--dry-run reports it); use --rampup-batch-size START INCR SAMPLES");
 	/* after --dry-run, which sizes GPU runs on machines without one */
 	if (device < 0)
 		device = mt_backend_cuda_usable();
@@ -727,11 +722,22 @@ int main(int argc, char **argv)
 		a.data = &d.args;
 		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
 	}
+	a.batch_steps = steps;
+	if (steps.n && d.train_iters < 0 && d.train_samples >= 0) {
+		/* a step schedule over --train-samples: the iterations its batches make of them,
+		 * and the sample-based learning-rate schedule (a batch is not a fixed number of
+		 * samples); with --train-iters the iteration-based one, as Megatron's script */
+		a.train_samples = d.train_samples;
+		a.train_iters = mt_batch_steps_train_iters(&steps, a.cfg.seq_length, d.train_samples);
+		if (!a.lr_decay_samples)
+			a.lr_decay_samples = d.train_samples;
+	}
 	if (rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) {
 		for (int i = 0; i < 3; i++)
 			a.rampup[i] = rampup[i];
 		a.train_samples = d.train_samples;
-		a.train_iters = mt_rampup_train_iters(a.rampup, a.global_batch_size, d.train_samples);
+		if (!steps.n)
+			a.train_iters = mt_rampup_train_iters(a.rampup, a.global_batch_size, d.train_samples);
 		if (!a.lr_decay_samples)
 			a.lr_decay_samples = d.train_samples;
 	}

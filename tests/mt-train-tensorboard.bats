@@ -206,10 +206,6 @@ EOF
 	[[ $stderr == *"context parallelism"* ]]
 	run -2 --separate-stderr mt-train "${D[@]}" --fp8-format hybrid
 	[[ $stderr == *"FP8 training"* ]]
-	# training (not the dry run) with a step schedule says it is not there yet
-	run -2 --separate-stderr mt-train --config "$MT_ROOT/share/configs/tiny.conf" --vocab-size 256 --mock-data \
-		--micro-batch-size 2 --train-iters 2 --step-batch-size-schedule "0:2 1M:4"
-	[[ $stderr == *"step batch-size schedule is not implemented yet"* ]]
 }
 
 @test "the checked-in protobuf-c code is what protoc-c makes of tfevent.proto (make proto)" {

@@ -77,10 +77,31 @@ struct trainer {
 	struct saver *sv;               /* the checkpoint being saved (NULL: none yet) */
 };
 
-/* The global batch of the next iteration (Megatron's rampup, else --global-batch-size). */
+/* The global batch of the next iteration (Megatron's step schedule or rampup, else
+ * --global-batch-size): from the samples consumed, which checkpoints keep, so a resumed
+ * run goes on with the batch it would have had. */
 static int64_t batch_now(const struct trainer *tr)
 {
+	if (tr->a->batch_steps.n)
+		return mt_batch_steps_batch(&tr->a->batch_steps, tr->a->cfg.seq_length, tr->consumed_train);
 	return mt_rampup_batch(tr->a->rampup, tr->a->global_batch_size, tr->consumed_train);
+}
+
+/* A step schedule from the samples consumed on: every batch still to come divides among
+ * the ranks and suits the pipeline schedule (refused now, not at the step that reaches
+ * it). */
+static int check_batch_steps(struct trainer *tr, struct mt_err *err)
+{
+	const struct mt_train_args *a = tr->a;
+	const struct mt_batch_steps *s = &a->batch_steps;
+	int64_t md = a->micro_batch_size * tr->d->dp;
+
+	if (mt_batch_steps_check(s, a->cfg.seq_length, md, tr->consumed_train, err))
+		return -1;
+	for (int k = mt_batch_steps_entry(s, a->cfg.seq_length, tr->consumed_train); tr->ppon && k < s->n; k++)
+		if (mt_pp_sched_check(a->pp_schedule, tr->d->pp, a->pipeline.vp, (int)(s->batch[k] / md), a->pp_group, err))
+			return mt_err_prefix(err, "--step-batch-size-schedule '%s'", s->word[k]);
+	return 0;
 }
 
 /* Micro-batch k of this rank is micro-batch k * dp + r of the global batch; its first
@@ -825,10 +846,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		tr.solo.world = tr.solo.local_world = tr.solo.tp = tr.solo.pp = tr.solo.dp = 1;
 		tr.d = &tr.solo;
 	}
-	if (a->micro_batch_size <= 0 || a->global_batch_size % a->micro_batch_size)
+	/* a step schedule's batches are checked once the consumed samples are known */
+	if (a->micro_batch_size <= 0 || (!a->batch_steps.n && a->global_batch_size % a->micro_batch_size))
 		return mt_err_set(err, MT_EXIT_USAGE, "--global-batch-size %lld must be a multiple of --micro-batch-size %lld",
 				  (long long)a->global_batch_size, (long long)a->micro_batch_size);
-	if (a->global_batch_size % (a->micro_batch_size * tr.d->dp))
+	if (!a->batch_steps.n && a->global_batch_size % (a->micro_batch_size * tr.d->dp))
 		return mt_err_set(err, MT_EXIT_USAGE,
 				  "--global-batch-size %lld must be a multiple of --micro-batch-size %lld x %d data-parallel ranks",
 				  (long long)a->global_batch_size, (long long)a->micro_batch_size, tr.d->dp);
@@ -837,7 +859,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				  "--rampup-batch-size %lld %lld: start and increment must be multiples of --micro-batch-size %lld x %d "
 				  "data-parallel ranks", (long long)a->rampup[0], (long long)a->rampup[1],
 				  (long long)a->micro_batch_size, tr.d->dp);
-	micro = a->global_batch_size / a->micro_batch_size; /* the most: the rampup only grows to it */
+	/* the most: a rampup only grows to the global batch; a step schedule may go anywhere */
+	micro = (a->batch_steps.n ? mt_batch_steps_max(&a->batch_steps) : a->global_batch_size) / a->micro_batch_size;
 	local = micro / tr.d->dp;
 	tr.dpd = tr.tpd = tr.ppd = tr.d;
 	tr.lt = &tr.t;
@@ -951,7 +974,7 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		}
 		/* every batch size the run will see must suit the schedule: refused now, not
 		 * at the step where a rampup reaches it */
-		for (int64_t gb = a->rampup[0] > 0 ? a->rampup[0] : a->global_batch_size;;
+		for (int64_t gb = a->rampup[0] > 0 ? a->rampup[0] : a->global_batch_size; !a->batch_steps.n;
 		     gb += a->rampup[0] > 0 ? a->rampup[1] : 0) {
 			int64_t m = gb / (a->micro_batch_size * tr.d->dp);
 			if (mt_pp_sched_check(a->pp_schedule, tr.d->pp, a->pipeline.vp, (int)m, a->pp_group, err))
@@ -1017,6 +1040,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		}
 	}
 	if (a->load && load(&tr, err))
+		goto out;
+	if (a->batch_steps.n && check_batch_steps(&tr, err))
 		goto out;
 	if (a->log_json && tr.d->rank == 0) {
 		tr.json = fopen(a->log_json, "a");
