@@ -93,7 +93,7 @@ static const struct mt_option opts[] = {
 	{ "tensorboard-dir", 0, MT_ARG_REQUIRED, O_TB_DIR, "DIR", "write TensorBoard event files into DIR (Megatron's tags)" },
 	{ "tensorboard-log-interval", 0, MT_ARG_REQUIRED, O_TB_INTERVAL, "N", "TensorBoard scalars every N iterations (default 1)" },
 	{ "tensorboard-queue-size", 0, MT_ARG_REQUIRED, O_TB_QUEUE, "N", "events held in memory before a write (default 1000)" },
-	{ "log-timers-to-tensorboard", 0, MT_ARG_NONE, O_TB_TIMERS, NULL, "also iteration-time and throughput" },
+	{ "log-timers-to-tensorboard", 0, MT_ARG_NONE, O_TB_TIMERS, NULL, "also iteration-time, throughput and Megatron's phase timers (forward-backward-time, ...)" },
 	{ "log-validation-ppl-to-tensorboard", 0, MT_ARG_NONE, O_TB_VALID_PPL, NULL, "also the validation perplexity" },
 	{ "log-memory-to-tensorboard", 0, MT_ARG_NONE, O_TB_MEMORY, NULL, "also the memory held" },
 	{ "save", 0, MT_ARG_REQUIRED, O_SAVE, "DIR", "checkpoint directory" },

@@ -20,6 +20,7 @@
 #include "base/mix.h"
 #include "model/params.h"
 #include "base/progress.h"
+#include "base/timers.h"
 
 volatile sig_atomic_t mt_train_stop_requested;
 
@@ -70,6 +71,13 @@ struct trainer {
 	FILE *json;
 	struct mt_tblog tb;             /* --tensorboard-dir (rank 0), open when have_tb */
 	int have_tb;
+	/* --log-timers-to-tensorboard (on every rank): this rank's seconds in each phase of
+	 * the training steps since the last TensorBoard write (base/timers.h), over tm_its
+	 * steps; the backend and dp.c add theirs while b.timers is set (the step, not the
+	 * evaluation) */
+	int timing;
+	double tm[MT_T_N];
+	int64_t tm_its;
 	struct mt_dist solo, *d;        /* the ranks (a world of one without a launcher) */
 	struct mt_dp dp;
 	int have_dp;
@@ -211,8 +219,12 @@ static int pp_forward(void *ctx, int chunk, int mb, int slot, const void *in, vo
 	int64_t cnt = 0;
 	double loss;
 
-	if ((first || last) && fetch(tr, tr->pp_data_split, first_sample(tr, tr->pp_consumed, mb), &tr->pp_err))
-		return -1;
+	if (first || last) {
+		double t0 = tr->b.timers ? mt_now() : 0;
+		if (fetch(tr, tr->pp_data_split, first_sample(tr, tr->pp_consumed, mb), &tr->pp_err))
+			return -1;
+		mt_timer_add(tr->b.timers, MT_T_BATCH_GENERATOR, t0);
+	}
 	loss = tr->b.ops->stage_forward(&tr->b, chunk, slot, tr->tok, tr->tgt, in, out, &cnt);
 	if (last) {
 		/* a non-finite loss is the step's to judge (skipped), not a failure here */
@@ -1055,8 +1067,10 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			goto out;
 		tr.have_tb = 1;
 	}
+	/* every rank times, so that the write can take the maximum over them (Megatron's) */
+	tr.timing = a->tensorboard.dir && a->tensorboard.timers;
 	while (tr.iteration < a->train_iters) {
-		double loss = 0;
+		double loss = 0, t_fb = 0, t_op = 0, sync0 = 0;
 		int bad = 0;
 
 		int nonfinite;
@@ -1070,6 +1084,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		tr.b.step = step;
 		tr.tpc.step = step;
 		tr.mpc.step = step;
+		if (tr.timing) {
+			tr.b.timers = tr.tm;
+			tr.dp.timers = tr.have_dp ? tr.tm : NULL;
+			t_fb = mt_now();
+		}
 
 		/* each micro-batch's gradient alone, then added to the step's sum in the global
 		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
@@ -1089,6 +1108,17 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			mt_pp_exec_reset_stats(&tr.exec);
 			if (pp_run(&tr, local, MT_SPLIT_TRAIN, tr.consumed_train, 0, step, err))
 				goto out;
+			if (tr.timing) {
+				/* the executor's clocks: the passes, and its waits for each kind of transfer */
+				const struct mt_pp_stats *st = &tr.exec.st;
+				tr.tm[MT_T_FORWARD_COMPUTE] += st->compute[MT_PP_T_FWD];
+				tr.tm[MT_T_BACKWARD_COMPUTE] += st->compute[MT_PP_T_BWD] + st->compute[MT_PP_T_BWD_INPUT] +
+								st->compute[MT_PP_T_BWD_WEIGHT];
+				tr.tm[MT_T_FORWARD_RECV] += st->wait_kind[0];
+				tr.tm[MT_T_FORWARD_SEND] += st->wait_kind[1];
+				tr.tm[MT_T_BACKWARD_RECV] += st->wait_kind[2];
+				tr.tm[MT_T_BACKWARD_SEND] += st->wait_kind[3];
+			}
 			for (int k = 0; k < MT_PP_T_NKINDS; k++) {
 				tr.pp_stat[0] += tr.exec.st.compute[k];
 				tr.pp_stat[2 + k] += tr.exec.st.compute[k];
@@ -1097,15 +1127,21 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			tr.pp_stat[1] += mt_now() - ts;
 			tr.pp_stat[10] += (double)tr.exec.st.bytes_sent;
 			tr.pp_steps++;
-			if (tr.have_emb && tie_embeddings(&tr, step, err))
-				goto out;
+			if (tr.have_emb) {
+				double te = tr.timing ? mt_now() : 0;
+				if (tie_embeddings(&tr, step, err))
+					goto out;
+				mt_timer_add(tr.b.timers, MT_T_EMBEDDING_GRADS, te);
+			}
 			/* a device backend reduces over the data-parallel group in grad_prepare */
 			if (tr.have_dp && mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
 		}
 		for (int64_t k = 0; !tr.ppon && k < local; k++) {
+			double tf = tr.timing ? mt_now() : 0;
 			if (fetch(&tr, MT_SPLIT_TRAIN, first_sample(&tr, tr.consumed_train, k), err))
 				goto out;
+			mt_timer_add(tr.b.timers, MT_T_BATCH_GENERATOR, tf);
 			if (tr.have_dp)
 				tr.b.ops->zero_grad(&tr.b);
 			if (tr.d->world > 1 && tr.d->rank == a->hang_rank && step == a->hang_step && a->hang_backward &&
@@ -1131,6 +1167,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		}
 		if (gather_losses(&tr, local, &loss, &tokens, step, err))
 			goto out;
+		mt_timer_add(tr.b.timers, MT_T_FORWARD_BACKWARD, t_fb);
+		if (tr.timing) {
+			t_op = mt_now();
+			sync0 = tr.tm[MT_T_ALL_GRADS_SYNC];
+		}
 		loss = tokens > 0 ? loss / tokens : 0;
 		/* the mean over micro-batches; the norm before clipping, as Megatron logs it */
 		lr = mt_sched_lr(&tr.sched);
@@ -1144,6 +1185,16 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				goto out;
 			if (tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite, err))
 				goto out;
+		}
+		if (tr.timing) {
+			/* the gradient sum finished here (a device backend's wait, the replicated
+			 * optimizer's gather) is forward-backward's, as Megatron's finalize_model_grads
+			 * is; the rest is the optimizer's (ZeRO's clip and update timed by dp.c) */
+			double synced = tr.tm[MT_T_ALL_GRADS_SYNC] - sync0, dt = mt_now() - t_op - synced;
+			tr.tm[MT_T_FORWARD_BACKWARD] += synced;
+			tr.tm[MT_T_OPTIMIZER] += dt;
+			if (!zero_dp)
+				tr.tm[MT_T_OPTIMIZER_CLIP] += dt;
 		}
 		tr.consumed_train += gbs;
 		tr.iteration++;
@@ -1167,11 +1218,22 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			}
 		} else {
 			skipped_row = 0;
-			if (!zero_dp && tr.b.ops->adamw_step(&tr.b, &tr.adam, lr, err))
-				goto out;
+			if (!zero_dp) {
+				double ta = tr.timing ? mt_now() : 0, g0 = tr.tm[MT_T_PARAMS_ALL_GATHER];
+				if (tr.b.ops->adamw_step(&tr.b, &tr.adam, lr, err))
+					goto out;
+				if (tr.timing) {
+					double dt = mt_now() - ta;
+					tr.tm[MT_T_OPTIMIZER] += dt;
+					tr.tm[MT_T_OPTIMIZER_INNER] += dt - (tr.tm[MT_T_PARAMS_ALL_GATHER] - g0);
+				}
+			}
 			loss_acc += loss;
 			loss_n++;
 		}
+		tr.b.timers = NULL;
+		tr.dp.timers = NULL;
+		tr.tm_its += tr.timing;
 		mt_sched_step(&tr.sched, gbs);
 		r->last_loss = loss;
 		{
@@ -1188,11 +1250,23 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 							valid, exp(valid));
 				}
 			}
+			double tmax[MT_T_N];
+			int at_tb = tr.timing && tr.iteration % (a->tensorboard.interval > 0 ? a->tensorboard.interval : 1) == 0;
+			if (at_tb) {
+				/* seconds an iteration since the last write, the slowest rank's (Megatron's
+				 * Timers.write); every rank takes part */
+				for (int k = 0; k < MT_T_N; k++)
+					tmax[k] = tr.tm_its > 0 ? tr.tm[k] / (double)tr.tm_its : 0;
+				if (mt_dist_allreduce_f64(tr.d, tmax, MT_T_N, 1, "the timers", tr.iteration, err))
+					goto out;
+				memset(tr.tm, 0, sizeof(tr.tm));
+				tr.tm_its = 0;
+			}
 			if (tr.have_tb) {
 				struct mt_tblog_step ts = { tr.iteration, tr.consumed_train, gbs, gbs * L, bad, loss, lr, gnorm,
 							    tr.b.ops->loss_scale ? tr.b.ops->loss_scale(&tr.b) : 1.0, valid,
 							    mt_config_flops_per_token(&a->cfg) * (double)(gbs * L), tr.d->world,
-							    (double)tr.b.ops->bytes(&tr.b) };
+							    (double)tr.b.ops->bytes(&tr.b), at_tb ? tmax : NULL };
 				if (mt_tblog_step(&tr.tb, &ts, err))
 					goto out;
 			}
