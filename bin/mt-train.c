@@ -246,7 +246,7 @@ int main(int argc, char **argv)
 	int schedule = -1;
 	enum mt_recompute recompute = MT_RECOMPUTE_NONE;
 	int recompute_act = 0, use_ckpt_args = 0;
-	int id, gqa = 0, dry = 0, device = -1;
+	int id, gqa = 0, dry = 0, device = -1, sample_based;
 	double timeout = 600;
 	struct mt_dist dist;
 	struct mt_batch_steps steps = { 0 };
@@ -708,6 +708,8 @@ int main(int argc, char **argv)
 	if ((rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) && (d.train_iters >= 0 || d.train_samples < 0))
 		mt_die(MT_EXIT_USAGE, "--rampup-batch-size, --lr-warmup-samples and --lr-decay-samples need --train-samples "
 		       "(not --train-iters)");
+	/* before mt_dataopts_finish, which turns --train-samples into iterations of the global batch */
+	sample_based = d.train_iters < 0 && d.train_samples >= 0;
 	if (a.mock_data && (d.ndata || d.data_args_path || d.per_split_path || d.nsplit_paths[0] || d.nsplit_paths[1] ||
 			    d.nsplit_paths[2]))
 		mt_die_usage(&o, "--mock-data and --data-path (or the other data flags) exclude each other: give one");
@@ -723,7 +725,7 @@ int main(int argc, char **argv)
 		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
 	}
 	a.batch_steps = steps;
-	if (steps.n && d.train_iters < 0 && d.train_samples >= 0) {
+	if (steps.n && sample_based) {
 		/* a step schedule over --train-samples: the iterations its batches make of them,
 		 * and the sample-based learning-rate schedule (a batch is not a fixed number of
 		 * samples); with --train-iters the iteration-based one, as Megatron's script */

@@ -56,9 +56,11 @@ setup() {
 	[ "$(ckpt-hash A)" = "$(ckpt-hash B)" ]
 	fields() { python3 -c 'import json,sys; [print(json.dumps({k: d[k] for k in ("iteration", "loss", "lr", "grad_norm")})) for d in map(json.loads, open(sys.argv[1]))]' "$1"; }
 	diff <(fields A.jsonl) <(fields B.jsonl)
-	# --train-samples: whole batches (the 4 of 15..19 does not fit in 18); the schedule's
-	# last batch is --global-batch-size, given or not
-	run -0 --separate-stderr mt-train "${M[@]/-q/}" --train-samples 18 --global-batch-size 4 --log-interval 100
+	# --train-samples (over a dataset, whose plan also counts samples): whole batches (the 4
+	# of 15..19 does not fit in 18); the schedule's last batch is --global-batch-size, given
+	# or not
+	run -0 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 1 --step-batch-size-schedule "0:1 192:2 0.45K:4" \
+		--train-samples 18 --global-batch-size 4 --log-interval 100
 	[[ $stderr == *"done: 7 iterations"* ]]
 	run -2 --separate-stderr mt-train "${M[@]}" --train-iters 2 --global-batch-size 8
 	[[ $stderr == *"ends at a batch of 4 but --global-batch-size is 8"* ]]
