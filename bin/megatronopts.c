@@ -64,7 +64,7 @@ int mt_megatron_take(struct mt_opt *o, int id)
 		note(o, "ignored: every log line has tokens/s (TensorBoard: with --log-timers-to-tensorboard)");
 		return 1;
 	case MT_MOPT_TIMING_LEVEL:
-		note(o, "ignored: --log-timers-to-tensorboard writes iteration-time and throughput");
+		note(o, "ignored: --log-timers-to-tensorboard writes every phase timer mt has (Megatron's names), whatever the level");
 		return 1;
 	case MT_MOPT_EXPERTS: refuse(o, "mixture of experts"); break;
 	case MT_MOPT_CP:

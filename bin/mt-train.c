@@ -93,7 +93,7 @@ static const struct mt_option opts[] = {
 	{ "tensorboard-dir", 0, MT_ARG_REQUIRED, O_TB_DIR, "DIR", "write TensorBoard event files into DIR (Megatron's tags)" },
 	{ "tensorboard-log-interval", 0, MT_ARG_REQUIRED, O_TB_INTERVAL, "N", "TensorBoard scalars every N iterations (default 1)" },
 	{ "tensorboard-queue-size", 0, MT_ARG_REQUIRED, O_TB_QUEUE, "N", "events held in memory before a write (default 1000)" },
-	{ "log-timers-to-tensorboard", 0, MT_ARG_NONE, O_TB_TIMERS, NULL, "also iteration-time and throughput" },
+	{ "log-timers-to-tensorboard", 0, MT_ARG_NONE, O_TB_TIMERS, NULL, "also iteration-time, throughput and Megatron's phase timers (forward-backward-time, ...)" },
 	{ "log-validation-ppl-to-tensorboard", 0, MT_ARG_NONE, O_TB_VALID_PPL, NULL, "also the validation perplexity" },
 	{ "log-memory-to-tensorboard", 0, MT_ARG_NONE, O_TB_MEMORY, NULL, "also the memory held" },
 	{ "save", 0, MT_ARG_REQUIRED, O_SAVE, "DIR", "checkpoint directory" },
@@ -143,7 +143,7 @@ static const struct mt_option opts[] = {
 	{ "dry-run", 0, MT_ARG_NONE, O_DRY_RUN, NULL, "print rank layout, parameters, memory per GPU and FLOPs per step; train nothing" },
 	{ "world-size", 0, MT_ARG_REQUIRED, O_WORLD, "N", "ranks for --dry-run (default: the launcher's)" },
 	{ "gpus-per-node", 0, MT_ARG_REQUIRED, O_GPUS_PER_NODE, "N", "for --dry-run's node count (default 8)" },
-	{ "step-batch-size-schedule", 0, MT_ARG_LIST, O_STEP_BATCH, "\"T:B ...\"", "global batch B from T tokens on (T with K, M, B or T suffixes; --dry-run only)" },
+	{ "step-batch-size-schedule", 0, MT_ARG_LIST, O_STEP_BATCH, "\"T:B ...\"", "global batch B once T tokens are consumed (T with K, M, B or T suffixes)" },
 	{ "rampup-batch-size", 0, MT_ARG_LIST, O_RAMPUP, "START INCR SAMPLES", "grow the global batch from START by INCR over SAMPLES samples" },
 	{ "lr-warmup-samples", 0, MT_ARG_REQUIRED, O_WARMUP_SAMPLES, "N", "warmup in samples (sample-based schedule)" },
 	{ "lr-decay-samples", 0, MT_ARG_REQUIRED, O_DECAY_SAMPLES, "N", "decay in samples (default: --train-samples)" },
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
 	int schedule = -1;
 	enum mt_recompute recompute = MT_RECOMPUTE_NONE;
 	int recompute_act = 0, use_ckpt_args = 0;
-	int id, gqa = 0, dry = 0, device = -1;
+	int id, gqa = 0, dry = 0, device = -1, sample_based;
 	double timeout = 600;
 	struct mt_dist dist;
 	struct mt_batch_steps steps = { 0 };
@@ -669,21 +669,16 @@ int main(int argc, char **argv)
 		if (mt_estimate(&ea, &est, &e))
 			mt_die_err(&e);
 		mt_estimate_print(stdout, &ea, &est);
-		for (int k = 0; k < steps.n; k++) {
-			/* thresholds are tokens (Megatron, with the sequence length known) */
-			int64_t md = a.micro_batch_size * ea.dp;
-			if (steps.batch[k] % md)
-				mt_die(MT_EXIT_USAGE, "--step-batch-size-schedule: batch %lld is not a multiple of micro-batch x "
-				       "data-parallel size %lld", (long long)steps.batch[k], (long long)md);
-			printf("%s%lld from %.6g tokens (sample %.0f)%s", k ? ", " : "batch-size schedule: ",
-			       (long long)steps.batch[k], steps.at[k], steps.at[k] / a.cfg.seq_length, k == steps.n - 1 ? "\n" : "");
-		}
+		/* thresholds are tokens (Megatron, with the sequence length known) */
+		if (steps.n && mt_batch_steps_check(&steps, a.cfg.seq_length, a.micro_batch_size * ea.dp, 0, &e))
+			mt_die_err(&e);
+		for (int k = 0; k < steps.n; k++)
+			printf("%s%lld from %.6g tokens (sample %lld)%s", k ? ", " : "batch-size schedule: ",
+			       (long long)steps.batch[k], (double)steps.at[k],
+			       (long long)mt_batch_steps_sample(&steps, k, a.cfg.seq_length), k == steps.n - 1 ? "\n" : "");
 		mt_estimate_free(&est);
 		return 0;
 	}
-	if (steps.n)
-		mt_die(MT_EXIT_USAGE, "--step-batch-size-schedule: training with a step batch-size schedule is not "
-		       "implemented yet (--dry-run reports it); use --rampup-batch-size START INCR SAMPLES");
 	/* after --dry-run, which sizes GPU runs on machines without one */
 	if (device < 0)
 		device = mt_backend_cuda_usable();
@@ -713,6 +708,8 @@ int main(int argc, char **argv)
 	if ((rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) && (d.train_iters >= 0 || d.train_samples < 0))
 		mt_die(MT_EXIT_USAGE, "--rampup-batch-size, --lr-warmup-samples and --lr-decay-samples need --train-samples "
 		       "(not --train-iters)");
+	/* before mt_dataopts_finish, which turns --train-samples into iterations of the global batch */
+	sample_based = d.train_iters < 0 && d.train_samples >= 0;
 	if (a.mock_data && (d.ndata || d.data_args_path || d.per_split_path || d.nsplit_paths[0] || d.nsplit_paths[1] ||
 			    d.nsplit_paths[2]))
 		mt_die_usage(&o, "--mock-data and --data-path (or the other data flags) exclude each other: give one");
@@ -727,11 +724,22 @@ int main(int argc, char **argv)
 		a.data = &d.args;
 		a.train_iters = d.train_iters >= 0 ? d.train_iters : d.train_samples / a.global_batch_size;
 	}
+	a.batch_steps = steps;
+	if (steps.n && sample_based) {
+		/* a step schedule over --train-samples: the iterations its batches make of them,
+		 * and the sample-based learning-rate schedule (a batch is not a fixed number of
+		 * samples); with --train-iters the iteration-based one, as Megatron's script */
+		a.train_samples = d.train_samples;
+		a.train_iters = mt_batch_steps_train_iters(&steps, a.cfg.seq_length, d.train_samples);
+		if (!a.lr_decay_samples)
+			a.lr_decay_samples = d.train_samples;
+	}
 	if (rampup[0] || a.lr_warmup_samples || a.lr_decay_samples) {
 		for (int i = 0; i < 3; i++)
 			a.rampup[i] = rampup[i];
 		a.train_samples = d.train_samples;
-		a.train_iters = mt_rampup_train_iters(a.rampup, a.global_batch_size, d.train_samples);
+		if (!steps.n)
+			a.train_iters = mt_rampup_train_iters(a.rampup, a.global_batch_size, d.train_samples);
 		if (!a.lr_decay_samples)
 			a.lr_decay_samples = d.train_samples;
 	}

@@ -99,6 +99,21 @@ fields() {
 	[[ $stderr == *"start and increment must be multiples of --micro-batch-size 2 x 2"* ]]
 }
 
+@test "--step-batch-size-schedule: resumed on two ranks (ZeRO) it equals one rank's run; batches already passed need not divide" {
+	# batches of 1 up to sample 4 (256 tokens of 64) on one rank, then 4 on two: Megatron
+	# checks only the batches still to come, so the first entry need not divide by two
+	S=("${TINY[@]}" --micro-batch-size 1 --train-iters 6 --step-batch-size-schedule "0:1 256:4" -q)
+	mt-train "${S[@]}" --save C --log-json C.jsonl
+	mt-train "${S[@]}" --save D --exit-interval 4 --log-json D.jsonl
+	mpiexec -n 2 mt-train "${S[@]}" --use-distributed-optimizer --save D --load D --log-json D.jsonl
+	run -0 python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["consumed_samples"]) for l in open(sys.argv[1])))' D.jsonl
+	[ "$output" = "1 2 3 4 8 12" ]
+	diff <(fields C.jsonl) <(fields D.jsonl)
+	[ "$(ckpt-hash C)" = "$(ckpt-hash D)" ]
+	run ! --separate-stderr mpiexec -n 2 mt-train "${S[@]}"
+	[[ $stderr == *"'0:1': batch 1 is not a multiple of micro-batch x data-parallel size 2"* ]]
+}
+
 @test "a signal to one rank stops every rank at the same step, saved, exit 0; the run resumes" {
 	M=("${TINY[@]}" --micro-batch-size 2 --global-batch-size 4 --train-iters 100000 --log-interval 100000)
 	MT_TEST_TAG=sig$$ mpiexec -n 2 mt-train "${M[@]}" --save ck 2> err.txt &

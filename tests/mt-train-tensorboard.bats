@@ -82,6 +82,20 @@ for l in open("ev.jsonl"):
 for t in ("iteration-time", "throughput", "mem-allocated-bytes", "mem-reserved-bytes", "mem-max-allocated-bytes",
           "mem-host-rss-bytes"):
     assert len(tags[t]) == 12 and min(tags[t]) > 0, t
+# Megatron's phase timers of a one-rank run, "<timer>-time", seconds an iteration
+timers = ("forward-backward", "forward-compute", "backward-compute", "batch-generator", "optimizer",
+          "optimizer-clip-main-grad", "optimizer-inner-step")
+for t in timers:
+    assert len(tags[t + "-time"]) == 12 and min(tags[t + "-time"]) > 0, t
+# none a rank of one does not have, and nothing else with the suffix
+assert {t for t in tags if t.endswith("-time")} == {t + "-time" for t in timers} | {"iteration-time"}, sorted(tags)
+# they nest as Megatron's do, within the iteration
+for i in range(12):
+    v = {t: tags[t + "-time"][i] for t in timers}
+    it = tags["iteration-time"][i]
+    assert v["forward-compute"] + v["backward-compute"] + v["batch-generator"] <= v["forward-backward"] * 1.0001, (i, v)
+    assert v["optimizer-clip-main-grad"] + v["optimizer-inner-step"] <= v["optimizer"] * 1.0001, (i, v)
+    assert v["forward-backward"] + v["optimizer"] <= it * 1.0001, (i, v, it)
 EOF
 }
 
@@ -96,7 +110,7 @@ EOF
 import json
 ev = [json.loads(l) for l in open("ev.jsonl")]
 assert sorted({e["step"] for e in ev if e["tag"] == "lm loss"}) == [3, 6, 9, 12]
-assert not [e for e in ev if e["tag"].startswith("mem-") or e["tag"] in ("iteration-time", "throughput")]
+assert not [e for e in ev if e["tag"].startswith("mem-") or e["tag"].endswith("-time") or e["tag"] == "throughput"]
 EOF
 	# without --log-validation-ppl-to-tensorboard no ppl
 	rm -rf tb
@@ -121,13 +135,37 @@ EOF
 	[[ $stderr == *"truncated"* ]]
 }
 
-@test "--tensorboard-dir with two ranks: only rank 0 writes" {
+@test "--tensorboard-dir with two ranks: only rank 0 writes; the data- and pipeline-parallel timers" {
 	cd "$BATS_TEST_TMPDIR"
-	run -0 --separate-stderr mpiexec -n 2 mt-train -q --config "$MT_ROOT/share/configs/tiny.conf" --mock-data \
-		--vocab-size 256 --micro-batch-size 2 --global-batch-size 4 --train-iters 4 --tensorboard-dir tb
+	M=(-q --config "$MT_ROOT/share/configs/tiny.conf" --mock-data --vocab-size 256 --micro-batch-size 1
+		--global-batch-size 4 --train-iters 4 --log-timers-to-tensorboard --tensorboard-log-interval 2)
+	run -0 --separate-stderr mpiexec -n 2 mt-train "${M[@]}" --tensorboard-dir tb --use-distributed-optimizer
 	[ "$(ls tb | wc -l)" -eq 1 ]
 	run -0 --separate-stderr "${READ[@]}" tb
-	[ "$(grep -c '"tag": "lm loss"' <<< "$output")" -eq 4 ]
+	echo "$output" > dp.jsonl
+	[ "$(grep -c '"tag": "lm loss"' <<< "$output")" -eq 2 ]
+	run -0 --separate-stderr mpiexec -n 2 mt-train "${M[@]}" --tensorboard-dir pp --pipeline-model-parallel-size 2
+	run -0 --separate-stderr "${READ[@]}" pp
+	echo "$output" > pp.jsonl
+	"$PY" - <<'EOF'
+import json
+def timers(f):
+    tags = {}
+    for e in map(json.loads, open(f)):
+        if e["tag"].endswith("-time"):
+            tags.setdefault(e["tag"], []).append((e["step"], e["value"]))
+    return tags
+dp, pp = timers("dp.jsonl"), timers("pp.jsonl")
+# every --tensorboard-log-interval, positive
+for tags, want in ((dp, ("all-grads-sync", "params-all-gather", "forward-backward", "optimizer")),
+                   (pp, ("forward-recv", "forward-send", "backward-recv", "backward-send",
+                         "embedding-grads-all-reduce", "forward-compute", "backward-compute"))):
+    for t in want:
+        v = tags[t + "-time"]
+        assert [s for s, _ in v] == [2, 4] and min(x for _, x in v) > 0, (t, v)
+# a data-parallel run has no pipeline transfers, a pipeline of one replica no gradient sync
+assert "forward-recv-time" not in dp and "all-grads-sync-time" not in pp and "params-all-gather-time" not in pp
+EOF
 }
 
 @test "--tensorboard-dir that cannot be made: exit 4 naming it, before any training" {
@@ -206,10 +244,6 @@ EOF
 	[[ $stderr == *"context parallelism"* ]]
 	run -2 --separate-stderr mt-train "${D[@]}" --fp8-format hybrid
 	[[ $stderr == *"FP8 training"* ]]
-	# training (not the dry run) with a step schedule says it is not there yet
-	run -2 --separate-stderr mt-train --config "$MT_ROOT/share/configs/tiny.conf" --vocab-size 256 --mock-data \
-		--micro-batch-size 2 --train-iters 2 --step-batch-size-schedule "0:2 1M:4"
-	[[ $stderr == *"step batch-size schedule is not implemented yet"* ]]
 }
 
 @test "the checked-in protobuf-c code is what protoc-c makes of tfevent.proto (make proto)" {

@@ -41,6 +41,41 @@ setup() {
 	diff <(fields A.jsonl) <(fields B.jsonl)
 }
 
+@test "--step-batch-size-schedule: each step's batch from the tokens consumed, across a resume; bad schedules refused" {
+	export OMP_NUM_THREADS=1 # tiny steps: threads cost more than they give
+	# thresholds are tokens, on sample floor(T / 64): 192 -> sample 3, 0.45K -> sample 7
+	M=(--config "$MT_ROOT/share/configs/tiny.conf" --mock-data --vocab-size 64 --micro-batch-size 1 --lr 1e-3
+		--lr-decay-style cosine --log-interval 1 --step-batch-size-schedule "0:1 192:2" 0.45K:4 -q)
+	samples() { python3 -c 'import json,sys; print(" ".join(str(json.loads(l)["consumed_samples"]) for l in open(sys.argv[1])))' "$1"; }
+	mt-train "${M[@]}" --train-iters 7 --save A --log-json A.jsonl
+	[ "$(samples A.jsonl)" = "1 2 3 5 7 11 15" ]
+	# stopped in the middle of the schedule, resumed: the same batches, weights and moments
+	mt-train "${M[@]}" --train-iters 7 --save B --exit-interval 4 --log-json B.jsonl
+	mt-train "${M[@]}" --train-iters 7 --save B --load B --log-json B.jsonl
+	[ "$(samples B.jsonl)" = "1 2 3 5 7 11 15" ]
+	[ "$(ckpt-hash A)" = "$(ckpt-hash B)" ]
+	fields() { python3 -c 'import json,sys; [print(json.dumps({k: d[k] for k in ("iteration", "loss", "lr", "grad_norm")})) for d in map(json.loads, open(sys.argv[1]))]' "$1"; }
+	diff <(fields A.jsonl) <(fields B.jsonl)
+	# --train-samples (over a dataset, whose plan also counts samples): whole batches (the 4
+	# of 15..19 does not fit in 18); the schedule's last batch is --global-batch-size, given
+	# or not
+	run -0 --separate-stderr mt-train "${TINY[@]}" --micro-batch-size 1 --step-batch-size-schedule "0:1 192:2 0.45K:4" \
+		--train-samples 18 --global-batch-size 4 --log-interval 100
+	[[ $stderr == *"done: 7 iterations"* ]]
+	run -2 --separate-stderr mt-train "${M[@]}" --train-iters 2 --global-batch-size 8
+	[[ $stderr == *"ends at a batch of 4 but --global-batch-size is 8"* ]]
+	run -2 --separate-stderr mt-train "${M[@]}" --train-iters 2 --micro-batch-size 2
+	[[ $stderr == *"--step-batch-size-schedule '0:1': batch 1 is not a multiple of micro-batch x data-parallel size 2"* ]]
+	run -2 --separate-stderr mt-train "${M[@]}" --train-iters 2 --step-batch-size-schedule "0:1 10:2"
+	[[ $stderr == *"'0:1' and '10:2': both thresholds fall on sample 0 of --seq-length 64"* ]]
+	run -2 --separate-stderr mt-train "${M[@]}" --train-iters 2 --step-batch-size-schedule "0:1 2x:2"
+	[[ $stderr == *"'2x:2': not TOKENS:BATCH"* ]]
+	run -2 --separate-stderr mt-train "${M[@]}" --train-iters 2 --step-batch-size-schedule "0:2 1K:1 500:4"
+	[[ $stderr == *"'500:4': thresholds must start at 0 and grow"* ]]
+	run -2 --separate-stderr mt-train "${M[@]}" --train-iters 2 --rampup-batch-size 1 1 8
+	[[ $stderr == *"not both"* ]]
+}
+
 @test "checkpoints: latest names the newest complete one, --keep-last removes older ones" {
 	run -0 mt-train "${TINY[@]}" --micro-batch-size 2 --global-batch-size 2 --train-iters 8 --save ck \
 		--save-interval 2 --keep-last 2 -q

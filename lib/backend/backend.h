@@ -152,6 +152,11 @@ struct mt_backend {
 					 * aborted, not flushed (a peer may be gone) */
 	int stage_eval;                 /* set around an evaluation schedule: stage_forward
 					 * prepares no backward pass */
+	/* the caller's phase timers (base/timers.h; NULL: not timed, no cost): step_micro
+	 * adds its forward and backward compute, grad_prepare the wait for the data-parallel
+	 * gradient sum, adamw_step the ZeRO parameter gather; a device backend then waits for
+	 * its work before it returns, so that the caller's clock measures it */
+	double *timers;
 };
 
 /* grad_prepare's *nonfinite when fp16's dynamic loss scale overflowed: the step is

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/timers.h"
 #include "model/gpt.h"
 
 /* one micro-batch in flight on a pipeline stage: its activations and its tokens */
@@ -147,14 +148,17 @@ static void cpu_zero_grad(struct mt_backend *b)
 static double cpu_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
 {
 	struct cpu *s = b->state;
-	double loss;
+	double loss, t0 = b->timers ? mt_now() : 0;
 
 	if (!s->acts.mem)
 		return NAN; /* a pipeline stage runs stage_forward */
 	loss = mt_gpt_forward_f32(s->c, s->t, s->w, tokens, targets, &s->acts, NULL);
-
-	if (backward && !s->acts.failed)
+	mt_timer_add(b->timers, MT_T_FORWARD_COMPUTE, t0);
+	if (backward && !s->acts.failed) {
+		t0 = b->timers ? mt_now() : 0;
 		mt_gpt_backward_f32(s->c, s->t, s->w, tokens, targets, &s->acts, s->g);
+		mt_timer_add(b->timers, MT_T_BACKWARD_COMPUTE, t0);
+	}
 	return s->acts.failed ? NAN : loss;
 }
 

@@ -66,6 +66,7 @@
 #include "../../kernels/tpsplit.h"
 #include "dist/ddpplan.h"
 #include "base/log.h"
+#include "base/timers.h"
 #include "dist/ncclcomm.h"
 
 /* cuBLASLt's workspace: 32 MiB, or MT_CUDA_WORKSPACE_MB from the environment */
@@ -134,6 +135,7 @@ struct cu {
 	int64_t npiece_chunks;         /* ZeRO: the chunks of the rank's pieces (the leftovers follow) */
 	int64_t *g_cnt, *g_dsp;        /* dp entries: a bucket's pieces for dist.h's gather */
 	struct mt_err derr;            /* what failed in a pass (NCCL), for grad_prepare to report */
+	double *timers;                /* the caller's phase timers for this micro-batch (backend.h) */
 	/* tensor parallelism (o.tp with more than one rank): the dimensions above are this
 	 * rank's (heads, groups, ffn columns, vocabulary rows); the residual stream has Nr
 	 * rows from r0 (all N without sequence parallelism); the split points go through
@@ -1439,6 +1441,7 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 	const struct mt_config *c = s->c;
 	void *xL = row(s, s->res, s->L * s->Nr, s->h);
 	int64_t count = 0, nu = 0;
+	double t0 = s->timers ? mt_now() : 0;
 
 	for (int64_t n = 0; n < s->N; n++)
 		count += targets[n] >= 0;
@@ -1462,6 +1465,13 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 			return -1;
 	if (head(s, xL, backward, count, s->dln))
 		return -1;
+	if (s->timers) {
+		/* timed (--log-timers-to-tensorboard): the forward passes once done, the output
+		 * layer's backward with them (the loss kernel makes its gradient in place) */
+		RT(cudaStreamSynchronize(0));
+		mt_timer_add(s->timers, MT_T_FORWARD_COMPUTE, t0);
+		t0 = mt_now();
+	}
 	if (backward) {
 		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL,
 				       s->lnfs, wp(s, -1, MT_P_FINAL_W), s->Nr, s->h, c->normalization == MT_NORM_RMSNORM,
@@ -1482,7 +1492,11 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 		if (embed_bwd(s, nu) || ready(s, 0))
 			return -1;
 	}
-	return loss_out(s, count, loss);
+	if (loss_out(s, count, loss)) /* after the passes on the compute stream */
+		return -1;
+	if (backward)
+		mt_timer_add(s->timers, MT_T_BACKWARD_COMPUTE, t0);
+	return 0;
 }
 
 /* evaluation: the forward pass, then per chunk of logits -log p and the argmax's hit
@@ -1552,6 +1566,7 @@ static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const
 	struct cu *s = b->state;
 	double loss = NAN;
 
+	s->timers = b->timers;
 	if (s->failed || micro(s, tokens, targets, backward, &loss))
 		return NAN;
 	prof_collect(s);
@@ -2088,8 +2103,13 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 		return failed_err(s, err);
 	if (s->stage && stage_reduce(s))
 		return failed_err(s, err);
-	if (s->dp > 1 && reduce_wait(s, b->step, err))
-		return -1;
+	if (s->dp > 1) {
+		/* the part of the reduction the backward pass did not hide */
+		double t0 = b->timers ? mt_now() : 0;
+		if (reduce_wait(s, b->step, err))
+			return -1;
+		mt_timer_add(b->timers, MT_T_ALL_GRADS_SYNC, t0);
+	}
 	if (s->tpnccl && s->tp_pending) {
 		/* the replicas' sums launched under the backward pass (with data parallelism
 		 * reduce_wait has waited for the same stream) */
@@ -2226,8 +2246,14 @@ static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, 
 		return failed_err(s, err);
 	}
 	prof_mark(s, P_OPTIM);
-	if (s->zero && gather_params(s, b->step, err))
-		return -1;
+	if (b->timers && rt_check(s, cudaStreamSynchronize(0), "cudaStreamSynchronize", __LINE__))
+		return failed_err(s, err); /* timed: the update done before the clock stops */
+	if (s->zero) {
+		double t0 = b->timers ? mt_now() : 0;
+		if (gather_params(s, b->step, err))
+			return -1;
+		mt_timer_add(b->timers, MT_T_PARAMS_ALL_GATHER, t0);
+	}
 	prof_collect(s);
 	if (s->prof && o->step == 1)
 		memset(s->ptime, 0, sizeof(s->ptime));

@@ -1,6 +1,7 @@
 /* dp.c: ordered gradient reduction and ZeRO-1 over host buffers (see dp.h). It knows the
  * parameter table and optim.c's arithmetic, and moves data only through dist.h. */
 #include "dist/dp.h"
+#include "base/timers.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -78,6 +79,7 @@ void mt_dp_begin(struct mt_dp *p)
 int mt_dp_accumulate(struct mt_dp *p, const float *g, int64_t step, struct mt_err *err)
 {
 	int64_t len = p->hi - p->lo;
+	double t0 = p->timers && p->n > 1 ? mt_now() : 0;
 
 	if (p->n == 1) {
 		#pragma omp parallel for schedule(static) if (len >= 65536)
@@ -101,13 +103,19 @@ int mt_dp_accumulate(struct mt_dp *p, const float *g, int64_t step, struct mt_er
 		for (int64_t i = 0; i < len; i++)
 			p->acc[i] = p->acc[i] + x[i];
 	}
+	mt_timer_add(p->timers, MT_T_ALL_GRADS_SYNC, t0);
 	return 0;
 }
 
 int mt_dp_allgather_grads(struct mt_dp *p, float *g, int64_t step, struct mt_err *err)
 {
+	double t0 = p->timers && p->n > 1 ? mt_now() : 0;
+
 	memcpy(g + p->lo, p->acc, (size_t)(p->hi - p->lo) * sizeof(float));
-	return mt_dist_allgatherv_f32(p->d, g, p->cnt, p->dsp, "the gradient gather", step, err);
+	if (mt_dist_allgatherv_f32(p->d, g, p->cnt, p->dsp, "the gradient gather", step, err))
+		return -1;
+	mt_timer_add(p->n > 1 ? p->timers : NULL, MT_T_ALL_GRADS_SYNC, t0);
+	return 0;
 }
 
 static void scale(float *x, int64_t n, float s)
@@ -123,7 +131,7 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 	const struct mt_params *t = p->t;
 	int64_t len = p->hi - p->lo;
 	int a = p->pfirst[p->d->dp_rank], b = p->pfirst[p->d->dp_rank + 1];
-	double bad = 0, sum = 0;
+	double bad = 0, sum = 0, t0 = p->timers ? mt_now() : 0;
 
 	if (s != 1.0f)
 		scale(p->acc, len, s);
@@ -139,8 +147,10 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 				  p->d->where, (long long)step);
 	*nonfinite = bad != 0;
 	*norm = 0;
-	if (*nonfinite)
+	if (*nonfinite) {
+		mt_timer_add(p->timers, MT_T_OPTIMIZER_CLIP, t0);
 		return 0;
+	}
 	for (int i = a; i < b; i++)
 		p->psq[i] = mt_grad_sumsq_param(p->acc + (t->p[i].offset - p->lo), t->p[i].numel);
 	if (mt_dist_allgatherv_f64(p->d, p->psq, p->pcnt, p->pdsp, "the gradient norm", step, err))
@@ -158,8 +168,10 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 		if (coeff < 1.0)
 			scale(p->acc, len, (float)coeff);
 	}
+	mt_timer_add(p->timers, MT_T_OPTIMIZER_CLIP, t0);
 	if (!o)
 		return 0;
+	t0 = p->timers ? mt_now() : 0;
 	{
 		struct mt_adamw_coef c;
 		o->step++;
@@ -171,7 +183,12 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 			mt_adamw_update(&c, q->weight_decay, w + q->offset, p->acc + off, p->m + off, p->v + off, q->numel);
 		}
 	}
-	return mt_dist_allgatherv_f32(p->d, w, p->cnt, p->dsp, "the parameter gather", step, err);
+	mt_timer_add(p->timers, MT_T_OPTIMIZER_INNER, t0);
+	t0 = p->timers ? mt_now() : 0;
+	if (mt_dist_allgatherv_f32(p->d, w, p->cnt, p->dsp, "the parameter gather", step, err))
+		return -1;
+	mt_timer_add(p->timers, MT_T_PARAMS_ALL_GATHER, t0);
+	return 0;
 }
 
 void mt_dp_set_moments(struct mt_dp *p, const float *m, const float *v)

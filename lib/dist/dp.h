@@ -44,6 +44,10 @@ struct mt_dp {
 	 * tensor-parallel rank, t its shard's table, and ZeRO-1's norm and finiteness check
 	 * are completed over tp (the caller sets it after mt_dp_init) */
 	const struct mt_tp *tp;
+	/* the caller's phase timers (base/timers.h; NULL: none): the exchanges add to
+	 * all-grads-sync, ZeRO's step to optimizer-clip-main-grad, optimizer-inner-step and
+	 * params-all-gather */
+	double *timers;
 };
 
 int mt_dp_init(struct mt_dp *p, struct mt_dist *d, const struct mt_params *t, int zero, struct mt_err *err);

@@ -124,18 +124,20 @@ static struct mt_pp_buf *slot_buf(struct mt_pp_exec *x, int kind, int chunk, int
 }
 
 /* wait for a transfer of buffer b, counting the time as waiting */
-static int settle(struct mt_pp_exec *x, struct mt_pp_buf *b, int grad, int chunk, int64_t step, struct mt_err *err)
+static int settle(struct mt_pp_exec *x, struct mt_pp_buf *b, int kind, int chunk, int64_t step, struct mt_err *err)
 {
 	char what[96];
-	double t0;
-	int rc;
+	double t0, dt;
+	int rc, grad = kind == K_GIN || kind == K_GOUT;
 
 	if (!b->r.active && !b->busy)
 		return 0;
 	describe(what, sizeof(what), grad, chunk, b->mb, x->v);
 	t0 = now();
 	rc = x->tr ? x->tr->wait(x->tr->ctx, b, what, step, err) : mt_dist_wait(x->g, &b->r, what, step, err);
-	x->st.wait += now() - t0;
+	dt = now() - t0;
+	x->st.wait += dt;
+	x->st.wait_kind[kind] += dt;
 	return rc;
 }
 
@@ -171,7 +173,7 @@ int mt_pp_exec_run(struct mt_pp_exec *x, const struct mt_pp_sched *s, const stru
 			struct mt_pp_buf *b = slot_buf(x, grad ? K_GIN : K_AIN, a->chunk, a->mb);
 			/* the buffer's previous data was consumed by its pass: only a receive
 			 * still pending (none in a valid list) would need the wait */
-			if ((rc = settle(x, b, grad, a->chunk, step, err)))
+			if ((rc = settle(x, b, grad ? K_GIN : K_AIN, a->chunk, step, err)))
 				break;
 			neighbour(s, a->chunk, grad, &peer, &pch);
 			b->mb = a->mb;
@@ -201,12 +203,12 @@ int mt_pp_exec_run(struct mt_pp_exec *x, const struct mt_pp_sched *s, const stru
 					rc = mt_err_set(err, MT_EXIT_USAGE, "%s: forward %d of chunk %d before its receive",
 							x->g->where, a->mb, a->chunk);
 				else
-					rc = settle(x, in, 0, a->chunk, step, err);
+					rc = settle(x, in, K_AIN, a->chunk, step, err);
 			}
 			if (rc == 0 && vs < last) {
 				/* the buffer's previous send must be delivered before it is rewritten */
 				out = slot_buf(x, K_AOUT, a->chunk, a->mb);
-				rc = settle(x, out, 0, a->chunk, step, err);
+				rc = settle(x, out, K_AOUT, a->chunk, step, err);
 				out->mb = a->mb;
 			}
 			if (rc)
@@ -226,11 +228,11 @@ int mt_pp_exec_run(struct mt_pp_exec *x, const struct mt_pp_sched *s, const stru
 					rc = mt_err_set(err, MT_EXIT_USAGE, "%s: backward %d of chunk %d before its receive",
 							x->g->where, a->mb, a->chunk);
 				else
-					rc = settle(x, in, 1, a->chunk, step, err);
+					rc = settle(x, in, K_GIN, a->chunk, step, err);
 			}
 			if (rc == 0 && vs > 0) {
 				out = slot_buf(x, K_GOUT, a->chunk, a->mb);
-				rc = settle(x, out, 1, a->chunk, step, err);
+				rc = settle(x, out, K_GOUT, a->chunk, step, err);
 				out->mb = a->mb;
 			}
 			if (rc)
@@ -257,7 +259,7 @@ int mt_pp_exec_run(struct mt_pp_exec *x, const struct mt_pp_sched *s, const stru
 	for (int k = K_AOUT; rc == 0 && k <= K_GOUT; k += 2)
 		for (int c = 0; rc == 0 && c < x->v; c++)
 			for (int i = 0; rc == 0 && i < x->nslots[c]; i++)
-				rc = settle(x, &x->buf[k][c * MAXSLOTS + i], k == K_GOUT, c, step, err);
+				rc = settle(x, &x->buf[k][c * MAXSLOTS + i], k, c, step, err);
 	x->st.wall += now() - t_start;
 	return rc;
 }

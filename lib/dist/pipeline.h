@@ -40,6 +40,10 @@ struct mt_pp_stats {
 	double compute[MT_PP_T_NKINDS]; /* seconds in each kind of pass */
 	int64_t passes[MT_PP_T_NKINDS];
 	double wait;                    /* seconds waiting for a transfer */
+	/* of them: for the activations received and sent, the gradients received and sent
+	 * (Megatron's forward-recv, forward-send, backward-recv and backward-send timers;
+	 * posting a transfer does not wait) */
+	double wait_kind[4];
 	double wall;                    /* seconds in mt_pp_exec_run */
 	int64_t bytes_sent, messages;
 };

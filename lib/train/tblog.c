@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/progress.h"
+#include "base/timers.h"
 
 int mt_tblog_open(struct mt_tblog *tb, const struct mt_tblog_args *a, struct mt_err *err)
 {
@@ -63,6 +64,15 @@ int mt_tblog_step(struct mt_tblog *tb, const struct mt_tblog_step *s, struct mt_
 		     mt_tfevents_scalar(&tb->w, "throughput", tb->flops / (dt * 1e12 * (s->world > 0 ? s->world : 1)),
 					s->iteration, err)))
 			return -1;
+		for (int k = 0; s->timers && k < MT_T_N; k++) {
+			/* Megatron writes a timer that ran somewhere, as "<name>-time" */
+			char tag[64];
+			if (!(s->timers[k] > 0))
+				continue;
+			snprintf(tag, sizeof(tag), "%s-time", mt_timer_names[k]);
+			if (mt_tfevents_scalar(&tb->w, tag, s->timers[k], s->iteration, err))
+				return -1;
+		}
 		if (tb->a.memory &&
 		    (mt_tfevents_scalar(&tb->w, "mem-reserved-bytes", s->mem_bytes, s->iteration, err) ||
 		     mt_tfevents_scalar(&tb->w, "mem-allocated-bytes", s->mem_bytes, s->iteration, err) ||

@@ -5,8 +5,9 @@
  * (1 without fp16), "grad-norm" (not on a skipped step), each also "<tag> vs samples" at
  * the consumed samples as its step; and mt's own "tokens-per-second" (over the
  * iterations since the last write). With --log-timers-to-tensorboard also
- * "iteration-time" (seconds an iteration since the last write) and "throughput" (model
- * TFLOP/s per GPU, Megatron's unit). With --log-memory-to-tensorboard
+ * "iteration-time" (seconds an iteration since the last write), "throughput" (model
+ * TFLOP/s per GPU, Megatron's unit) and "<timer>-time" for each of Megatron's phase
+ * timers that ran (base/timers.h: seconds an iteration, the slowest rank's). With --log-memory-to-tensorboard
  * "mem-allocated-bytes", "mem-reserved-bytes" and "mem-max-allocated-bytes" (the
  * backend's allocations: mt allocates once, so the three agree) and mt's
  * "mem-host-rss-bytes" (the process's resident memory). At every evaluation, whatever
@@ -43,6 +44,9 @@ struct mt_tblog_step {
 	double flops;                   /* its model FLOPs, all ranks together */
 	int world;                      /* ranks (GPUs) */
 	double mem_bytes;               /* the backend's allocations on this rank */
+	/* with timers: seconds an iteration in each phase (base/timers.h), the maximum over
+	 * the ranks, since the last write (NULL: none this time) */
+	const double *timers;
 };
 
 struct mt_tblog {

@@ -20,6 +20,7 @@
 #include "base/mix.h"
 #include "model/params.h"
 #include "base/progress.h"
+#include "base/timers.h"
 
 volatile sig_atomic_t mt_train_stop_requested;
 
@@ -70,6 +71,13 @@ struct trainer {
 	FILE *json;
 	struct mt_tblog tb;             /* --tensorboard-dir (rank 0), open when have_tb */
 	int have_tb;
+	/* --log-timers-to-tensorboard (on every rank): this rank's seconds in each phase of
+	 * the training steps since the last TensorBoard write (base/timers.h), over tm_its
+	 * steps; the backend and dp.c add theirs while b.timers is set (the step, not the
+	 * evaluation) */
+	int timing;
+	double tm[MT_T_N];
+	int64_t tm_its;
 	struct mt_dist solo, *d;        /* the ranks (a world of one without a launcher) */
 	struct mt_dp dp;
 	int have_dp;
@@ -77,10 +85,31 @@ struct trainer {
 	struct saver *sv;               /* the checkpoint being saved (NULL: none yet) */
 };
 
-/* The global batch of the next iteration (Megatron's rampup, else --global-batch-size). */
+/* The global batch of the next iteration (Megatron's step schedule or rampup, else
+ * --global-batch-size): from the samples consumed, which checkpoints keep, so a resumed
+ * run goes on with the batch it would have had. */
 static int64_t batch_now(const struct trainer *tr)
 {
+	if (tr->a->batch_steps.n)
+		return mt_batch_steps_batch(&tr->a->batch_steps, tr->a->cfg.seq_length, tr->consumed_train);
 	return mt_rampup_batch(tr->a->rampup, tr->a->global_batch_size, tr->consumed_train);
+}
+
+/* A step schedule from the samples consumed on: every batch still to come divides among
+ * the ranks and suits the pipeline schedule (refused now, not at the step that reaches
+ * it). */
+static int check_batch_steps(struct trainer *tr, struct mt_err *err)
+{
+	const struct mt_train_args *a = tr->a;
+	const struct mt_batch_steps *s = &a->batch_steps;
+	int64_t md = a->micro_batch_size * tr->d->dp;
+
+	if (mt_batch_steps_check(s, a->cfg.seq_length, md, tr->consumed_train, err))
+		return -1;
+	for (int k = mt_batch_steps_entry(s, a->cfg.seq_length, tr->consumed_train); tr->ppon && k < s->n; k++)
+		if (mt_pp_sched_check(a->pp_schedule, tr->d->pp, a->pipeline.vp, (int)(s->batch[k] / md), a->pp_group, err))
+			return mt_err_prefix(err, "--step-batch-size-schedule '%s'", s->word[k]);
+	return 0;
 }
 
 /* Micro-batch k of this rank is micro-batch k * dp + r of the global batch; its first
@@ -190,8 +219,12 @@ static int pp_forward(void *ctx, int chunk, int mb, int slot, const void *in, vo
 	int64_t cnt = 0;
 	double loss;
 
-	if ((first || last) && fetch(tr, tr->pp_data_split, first_sample(tr, tr->pp_consumed, mb), &tr->pp_err))
-		return -1;
+	if (first || last) {
+		double t0 = tr->b.timers ? mt_now() : 0;
+		if (fetch(tr, tr->pp_data_split, first_sample(tr, tr->pp_consumed, mb), &tr->pp_err))
+			return -1;
+		mt_timer_add(tr->b.timers, MT_T_BATCH_GENERATOR, t0);
+	}
 	loss = tr->b.ops->stage_forward(&tr->b, chunk, slot, tr->tok, tr->tgt, in, out, &cnt);
 	if (last) {
 		/* a non-finite loss is the step's to judge (skipped), not a failure here */
@@ -825,10 +858,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		tr.solo.world = tr.solo.local_world = tr.solo.tp = tr.solo.pp = tr.solo.dp = 1;
 		tr.d = &tr.solo;
 	}
-	if (a->micro_batch_size <= 0 || a->global_batch_size % a->micro_batch_size)
+	/* a step schedule's batches are checked once the consumed samples are known */
+	if (a->micro_batch_size <= 0 || (!a->batch_steps.n && a->global_batch_size % a->micro_batch_size))
 		return mt_err_set(err, MT_EXIT_USAGE, "--global-batch-size %lld must be a multiple of --micro-batch-size %lld",
 				  (long long)a->global_batch_size, (long long)a->micro_batch_size);
-	if (a->global_batch_size % (a->micro_batch_size * tr.d->dp))
+	if (!a->batch_steps.n && a->global_batch_size % (a->micro_batch_size * tr.d->dp))
 		return mt_err_set(err, MT_EXIT_USAGE,
 				  "--global-batch-size %lld must be a multiple of --micro-batch-size %lld x %d data-parallel ranks",
 				  (long long)a->global_batch_size, (long long)a->micro_batch_size, tr.d->dp);
@@ -837,7 +871,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				  "--rampup-batch-size %lld %lld: start and increment must be multiples of --micro-batch-size %lld x %d "
 				  "data-parallel ranks", (long long)a->rampup[0], (long long)a->rampup[1],
 				  (long long)a->micro_batch_size, tr.d->dp);
-	micro = a->global_batch_size / a->micro_batch_size; /* the most: the rampup only grows to it */
+	/* the most: a rampup only grows to the global batch; a step schedule may go anywhere */
+	micro = (a->batch_steps.n ? mt_batch_steps_max(&a->batch_steps) : a->global_batch_size) / a->micro_batch_size;
 	local = micro / tr.d->dp;
 	tr.dpd = tr.tpd = tr.ppd = tr.d;
 	tr.lt = &tr.t;
@@ -951,7 +986,7 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		}
 		/* every batch size the run will see must suit the schedule: refused now, not
 		 * at the step where a rampup reaches it */
-		for (int64_t gb = a->rampup[0] > 0 ? a->rampup[0] : a->global_batch_size;;
+		for (int64_t gb = a->rampup[0] > 0 ? a->rampup[0] : a->global_batch_size; !a->batch_steps.n;
 		     gb += a->rampup[0] > 0 ? a->rampup[1] : 0) {
 			int64_t m = gb / (a->micro_batch_size * tr.d->dp);
 			if (mt_pp_sched_check(a->pp_schedule, tr.d->pp, a->pipeline.vp, (int)m, a->pp_group, err))
@@ -1018,6 +1053,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	}
 	if (a->load && load(&tr, err))
 		goto out;
+	if (a->batch_steps.n && check_batch_steps(&tr, err))
+		goto out;
 	if (a->log_json && tr.d->rank == 0) {
 		tr.json = fopen(a->log_json, "a");
 		if (!tr.json) {
@@ -1030,8 +1067,10 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			goto out;
 		tr.have_tb = 1;
 	}
+	/* every rank times, so that the write can take the maximum over them (Megatron's) */
+	tr.timing = a->tensorboard.dir && a->tensorboard.timers;
 	while (tr.iteration < a->train_iters) {
-		double loss = 0;
+		double loss = 0, t_fb = 0, t_op = 0, sync0 = 0;
 		int bad = 0;
 
 		int nonfinite;
@@ -1045,6 +1084,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		tr.b.step = step;
 		tr.tpc.step = step;
 		tr.mpc.step = step;
+		if (tr.timing) {
+			tr.b.timers = tr.tm;
+			tr.dp.timers = tr.have_dp ? tr.tm : NULL;
+			t_fb = mt_now();
+		}
 
 		/* each micro-batch's gradient alone, then added to the step's sum in the global
 		 * micro-batch order (dp.h): the same arithmetic for one rank or many */
@@ -1064,6 +1108,17 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			mt_pp_exec_reset_stats(&tr.exec);
 			if (pp_run(&tr, local, MT_SPLIT_TRAIN, tr.consumed_train, 0, step, err))
 				goto out;
+			if (tr.timing) {
+				/* the executor's clocks: the passes, and its waits for each kind of transfer */
+				const struct mt_pp_stats *st = &tr.exec.st;
+				tr.tm[MT_T_FORWARD_COMPUTE] += st->compute[MT_PP_T_FWD];
+				tr.tm[MT_T_BACKWARD_COMPUTE] += st->compute[MT_PP_T_BWD] + st->compute[MT_PP_T_BWD_INPUT] +
+								st->compute[MT_PP_T_BWD_WEIGHT];
+				tr.tm[MT_T_FORWARD_RECV] += st->wait_kind[0];
+				tr.tm[MT_T_FORWARD_SEND] += st->wait_kind[1];
+				tr.tm[MT_T_BACKWARD_RECV] += st->wait_kind[2];
+				tr.tm[MT_T_BACKWARD_SEND] += st->wait_kind[3];
+			}
 			for (int k = 0; k < MT_PP_T_NKINDS; k++) {
 				tr.pp_stat[0] += tr.exec.st.compute[k];
 				tr.pp_stat[2 + k] += tr.exec.st.compute[k];
@@ -1072,15 +1127,21 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			tr.pp_stat[1] += mt_now() - ts;
 			tr.pp_stat[10] += (double)tr.exec.st.bytes_sent;
 			tr.pp_steps++;
-			if (tr.have_emb && tie_embeddings(&tr, step, err))
-				goto out;
+			if (tr.have_emb) {
+				double te = tr.timing ? mt_now() : 0;
+				if (tie_embeddings(&tr, step, err))
+					goto out;
+				mt_timer_add(tr.b.timers, MT_T_EMBEDDING_GRADS, te);
+			}
 			/* a device backend reduces over the data-parallel group in grad_prepare */
 			if (tr.have_dp && mt_dp_accumulate(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
 		}
 		for (int64_t k = 0; !tr.ppon && k < local; k++) {
+			double tf = tr.timing ? mt_now() : 0;
 			if (fetch(&tr, MT_SPLIT_TRAIN, first_sample(&tr, tr.consumed_train, k), err))
 				goto out;
+			mt_timer_add(tr.b.timers, MT_T_BATCH_GENERATOR, tf);
 			if (tr.have_dp)
 				tr.b.ops->zero_grad(&tr.b);
 			if (tr.d->world > 1 && tr.d->rank == a->hang_rank && step == a->hang_step && a->hang_backward &&
@@ -1106,6 +1167,11 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		}
 		if (gather_losses(&tr, local, &loss, &tokens, step, err))
 			goto out;
+		mt_timer_add(tr.b.timers, MT_T_FORWARD_BACKWARD, t_fb);
+		if (tr.timing) {
+			t_op = mt_now();
+			sync0 = tr.tm[MT_T_ALL_GRADS_SYNC];
+		}
 		loss = tokens > 0 ? loss / tokens : 0;
 		/* the mean over micro-batches; the norm before clipping, as Megatron logs it */
 		lr = mt_sched_lr(&tr.sched);
@@ -1119,6 +1185,16 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 				goto out;
 			if (tr.b.ops->grad_prepare(&tr.b, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite, err))
 				goto out;
+		}
+		if (tr.timing) {
+			/* the gradient sum finished here (a device backend's wait, the replicated
+			 * optimizer's gather) is forward-backward's, as Megatron's finalize_model_grads
+			 * is; the rest is the optimizer's (ZeRO's clip and update timed by dp.c) */
+			double synced = tr.tm[MT_T_ALL_GRADS_SYNC] - sync0, dt = mt_now() - t_op - synced;
+			tr.tm[MT_T_FORWARD_BACKWARD] += synced;
+			tr.tm[MT_T_OPTIMIZER] += dt;
+			if (!zero_dp)
+				tr.tm[MT_T_OPTIMIZER_CLIP] += dt;
 		}
 		tr.consumed_train += gbs;
 		tr.iteration++;
@@ -1142,11 +1218,22 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			}
 		} else {
 			skipped_row = 0;
-			if (!zero_dp && tr.b.ops->adamw_step(&tr.b, &tr.adam, lr, err))
-				goto out;
+			if (!zero_dp) {
+				double ta = tr.timing ? mt_now() : 0, g0 = tr.tm[MT_T_PARAMS_ALL_GATHER];
+				if (tr.b.ops->adamw_step(&tr.b, &tr.adam, lr, err))
+					goto out;
+				if (tr.timing) {
+					double dt = mt_now() - ta;
+					tr.tm[MT_T_OPTIMIZER] += dt;
+					tr.tm[MT_T_OPTIMIZER_INNER] += dt - (tr.tm[MT_T_PARAMS_ALL_GATHER] - g0);
+				}
+			}
 			loss_acc += loss;
 			loss_n++;
 		}
+		tr.b.timers = NULL;
+		tr.dp.timers = NULL;
+		tr.tm_its += tr.timing;
 		mt_sched_step(&tr.sched, gbs);
 		r->last_loss = loss;
 		{
@@ -1163,11 +1250,23 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 							valid, exp(valid));
 				}
 			}
+			double tmax[MT_T_N];
+			int at_tb = tr.timing && tr.iteration % (a->tensorboard.interval > 0 ? a->tensorboard.interval : 1) == 0;
+			if (at_tb) {
+				/* seconds an iteration since the last write, the slowest rank's (Megatron's
+				 * Timers.write); every rank takes part */
+				for (int k = 0; k < MT_T_N; k++)
+					tmax[k] = tr.tm_its > 0 ? tr.tm[k] / (double)tr.tm_its : 0;
+				if (mt_dist_allreduce_f64(tr.d, tmax, MT_T_N, 1, "the timers", tr.iteration, err))
+					goto out;
+				memset(tr.tm, 0, sizeof(tr.tm));
+				tr.tm_its = 0;
+			}
 			if (tr.have_tb) {
 				struct mt_tblog_step ts = { tr.iteration, tr.consumed_train, gbs, gbs * L, bad, loss, lr, gnorm,
 							    tr.b.ops->loss_scale ? tr.b.ops->loss_scale(&tr.b) : 1.0, valid,
 							    mt_config_flops_per_token(&a->cfg) * (double)(gbs * L), tr.d->world,
-							    (double)tr.b.ops->bytes(&tr.b) };
+							    (double)tr.b.ops->bytes(&tr.b), at_tb ? tmax : NULL };
 				if (mt_tblog_step(&tr.tb, &ts, err))
 					goto out;
 			}

@@ -22,6 +22,7 @@
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/lrsched.h"
+#include "train/batchsteps.h"
 #include "train/tblog.h"
 
 struct mt_train_args {
@@ -75,6 +76,10 @@ struct mt_train_args {
 	/* Megatron's --rampup-batch-size START INCR SAMPLES (start 0: none): the global batch
 	 * of each iteration is mt_rampup_batch(consumed samples); sample-based schedule */
 	int64_t rampup[3];
+	/* Megatron's --step-batch-size-schedule (n 0: none): the global batch of each
+	 * iteration is the entry in force at the consumed samples (batchsteps.h);
+	 * global_batch_size is its last batch */
+	struct mt_batch_steps batch_steps;
 	int64_t lr_decay_samples, lr_warmup_samples; /* > 0: the schedule counts these (Megatron's sample-based flags) */
 	int64_t train_samples;
 };
