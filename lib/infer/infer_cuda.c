@@ -331,6 +331,16 @@ static int setup(struct gpu *s, struct mt_infer *e, const float *w, struct mt_er
 	if (mt_lt_create(&s->lt, (char *)s->mem[1] + s->bytes[1] - WORKSPACE, WORKSPACE))
 		return fail(s, err, "cuBLASLt");
 	RT(cudaMemset(s->mem[1], 0xff, s->bytes[1])); /* NaN in every precision */
+	{
+		/* the attention's counters, after the fill on the same (legacy) stream */
+		void *prev = mt_cuda_stream();
+		int rc;
+		mt_cuda_set_stream(NULL);
+		rc = mt_decode_attention_reset(s->scratch, max_batch, (int)s->np, (int)s->hd, max_len);
+		mt_cuda_set_stream(prev);
+		if (rc)
+			return fail(s, err, "decode attention");
+	}
 	if (upload(s, w, err))
 		return -1;
 	/* rotary table, in double as gpt.c computes it, rounded once */
@@ -395,7 +405,7 @@ static int forward(struct gpu *s, struct mt_infer *e, int64_t n, const int32_t *
 		K(mt_kv_append(dt, s->qkvb, kc, vc, slot, pos, cs, n, (int)s->np, (int)s->ng, (int)s->hd, e->max_len));
 		if (decode) {
 			K(mt_decode_attention(dt, s->y, s->qkvb, kc, vc, slot, pos, n, (int)s->np, (int)s->ng, (int)s->hd,
-					      e->max_len, s->scratch));
+					      e->max_len, s->scratch, e->max_batch));
 		} else {
 			for (int k = 0; k < np_; k++)
 				K(mt_attention_fwd(dt, at(s, s->y, s->p_off[k], s->q), s->lse, at(s, s->qkvb, s->p_off[k], s->qkv),
