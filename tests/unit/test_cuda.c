@@ -34,9 +34,11 @@
 #include "../../kernels/matmul.h"
 #include "../../kernels/norm.h"
 #include "../../kernels/rope.h"
+#include "../../kernels/sampling.h"
 #include "../../kernels/swiglu.h"
 #include "../../kernels/tpsplit.h"
 #include "backend/backend.h"
+#include "infer/sample.h"
 #include "model/gpt.h"
 #include "model/optim.h"
 
@@ -261,6 +263,86 @@ static void test_decode_attention(enum mt_dtype dt, int np, int ng, int hd, int 
 	drop(&qkv), drop(&kc), drop(&vc), drop(&y);
 	cudaFree(dsp), cudaFree(scr);
 	free(ref), free(sc);
+}
+
+/* sampling.cu against mt_sample (lib/infer/sample.c) on the same logits and uniform
+ * numbers: greedy, temperature, top-k (ties at the k-th included), top-p (the cut inside
+ * a run of ties), the padding past the vocabulary (huge logits there) never chosen; every
+ * id must agree, and a second run give the same ids */
+static void test_sample_rows(int64_t V, int64_t ld)
+{
+	enum { R = 12, NSET = 11 };
+	const struct mt_sample_params set[NSET] = {
+		{ 0, 0, 0 }, { 1, 1, 0 }, { 1, 0, 0 }, { 0.7, 0, 0 }, { 1, 40, 0 }, { 1.3, 2, 0 }, { 0.8, (int)V + 3, 0 },
+		{ 1, 0, 0.9 }, { 0.6, 0, 0.5 }, { 2, 0, 0.99 }, { 1, 0, 1 },
+	};
+	float *z = malloc((size_t)(R * ld) * 4), *dz;
+	double u[R], *du;
+	int32_t ids[R], ids2[R], *dids;
+	struct mt_sample_dev sp, *dsp;
+	struct mt_sampler smp;
+	struct mt_err err = { 0 };
+	int bad = 0, same = 1, first_bad = -1;
+
+	mt_sampler_init(&smp, V, &err);
+	for (int r = 0; r < R; r++)
+		for (int64_t v = 0; v < ld; v++) {
+			double x = urand() * 3;
+			if (v >= V)
+				x = 1e30; /* padding */
+			else if (r == 6)
+				x = 0.25; /* all equal */
+			else if (r == 7)
+				x = v == 3 ? 40 : x; /* one far ahead */
+			else if (r == 8)
+				x = v == 17 || v == V / 2 ? 9 : x; /* two equal maxima */
+			else if (r == 9)
+				x = (double)(v % 5) * 0.5; /* five values, thousands of ties each */
+			else if (r == 10 && v % 97 == 5)
+				x = -INFINITY;
+			z[r * ld + v] = (float)x;
+		}
+	cudaMalloc((void **)&dz, (size_t)(R * ld) * 4);
+	cudaMalloc((void **)&du, sizeof(u));
+	cudaMalloc((void **)&dids, sizeof(ids));
+	cudaMalloc((void **)&dsp, sizeof(sp));
+	cudaMemcpy(dz, z, (size_t)(R * ld) * 4, cudaMemcpyHostToDevice);
+	for (int k = 0; k < NSET; k++) {
+		sp.temperature = set[k].temperature;
+		sp.top_k = set[k].top_k;
+		sp.top_p = set[k].top_p;
+		sp.pad = 0;
+		for (int r = 0; r < R; r++)
+			u[r] = mt_sample_uniform(7, (uint64_t)r, (uint64_t)k);
+		cudaMemcpy(dsp, &sp, sizeof(sp), cudaMemcpyHostToDevice);
+		cudaMemcpy(du, u, sizeof(u), cudaMemcpyHostToDevice);
+		cudaMemset(dids, 0xff, sizeof(ids));
+		if (mt_sample_rows(dids, dz, ld, V, R, dsp, du)) {
+			ok(0, "sample_rows runs: %s", mt_cuda_error());
+			break;
+		}
+		cudaMemcpy(ids, dids, sizeof(ids), cudaMemcpyDeviceToHost);
+		cudaMemset(dids, 0xff, sizeof(ids));
+		mt_sample_rows(dids, dz, ld, V, R, dsp, du);
+		cudaMemcpy(ids2, dids, sizeof(ids), cudaMemcpyDeviceToHost);
+		same &= !memcmp(ids, ids2, sizeof(ids));
+		for (int r = 0; r < R; r++) {
+			int32_t want = mt_sample(&smp, z + r * ld, &set[k], u[r]);
+			if (ids[r] != want) {
+				if (first_bad < 0)
+					printf("#   vocabulary %lld, set %d (T %g, top-k %d, top-p %g), row %d: %d against %d\n",
+					       (long long)V, k, set[k].temperature, set[k].top_k, set[k].top_p, r, (int)ids[r], (int)want);
+				first_bad = k;
+				bad++;
+			}
+		}
+	}
+	ok(bad == 0, "sample_rows (vocabulary %lld of %lld): %d sets x %d rows equal mt_sample's ids (%d differ)",
+	   (long long)V, (long long)ld, NSET, R, bad);
+	ok(same, "sample_rows (vocabulary %lld): two runs give the same ids", (long long)V);
+	mt_sampler_free(&smp);
+	cudaFree(dz), cudaFree(du), cudaFree(dids), cudaFree(dsp);
+	free(z);
 }
 
 static void test_norm(enum mt_dtype dt, int rms, int64_t h)
@@ -1126,6 +1208,8 @@ int main(void)
 	test_attention(MT_F16, 1, 200, 4, 2, 128);
 	test_adamw();
 	test_classifier_score_refuses();
+	test_sample_rows(1001, 1001);
+	test_sample_rows(50257, 50304);
 	mt_lt_destroy(lt);
 	cudaFree(ws);
 	test_model(0, MT_PREC_FP32, 0);
