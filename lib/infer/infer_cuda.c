@@ -819,6 +819,15 @@ static int run_step(struct mt_infer *e, int n, const int *slots, const int32_t *
 		h.sp->pad = 0;
 	}
 	mt_cuda_set_stream(s->st);
+	if (s->use_graphs && !s->graph[sample][n] && s->pdl && capture(s, e, n, sample, err)) {
+		/* a driver that cannot capture programmatic dependences: without them */
+		mt_warn("CUDA inference engine: no CUDA graph of the decode step with programmatic dependent launch (%s): "
+			"launching without it",
+			err->msg);
+		cudaGetLastError();
+		s->pdl = 0;
+		s->failed = 0;
+	}
 	if (s->use_graphs && !s->graph[sample][n] && capture(s, e, n, sample, err)) {
 		/* launched one by one from now on, as MT_CUDA_GRAPHS=0 */
 		mt_warn("CUDA inference engine: no CUDA graph for the decode step (%s): launching its kernels one by one",
