@@ -71,6 +71,46 @@ template <typename T> struct vec16 {
 	}
 };
 
+// Programmatic dependent launch (sm_90 and above; nothing on earlier targets or when the
+// kernel was launched without the attribute): pdl_launch lets the next kernel on the
+// stream start now; pdl_wait blocks until the kernel before this one has finished and
+// its writes are visible. A kernel reads nothing its predecessor writes, and writes
+// nothing, before pdl_wait.
+__device__ __forceinline__ void pdl_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// k<<<grid, block, smem, MT_STREAM>>>(args...), as a programmatic dependent launch when
+// mt_cuda_pdl() is on
+template <typename... KArgs, typename... Args>
+static cudaError_t mt_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = MT_STREAM;
+	if (mt_cuda_pdl()) {
+		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[0].val.programmaticStreamSerializationAllowed = 1;
+		cfg.attrs = at;
+		cfg.numAttrs = 1;
+	}
+	return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+}
+
 // call F<T>(args...) for the element type named by dt
 #define MT_DISPATCH(dt, F, ...)                                                                    \
 	((dt) == MT_F32 ? F<float>(__VA_ARGS__)                                                    \

@@ -7,6 +7,7 @@
 
 static thread_local char msg[512];
 static thread_local void *stream;
+static thread_local int pdl;
 
 extern "C" const char *mt_cuda_error(void)
 {
@@ -33,4 +34,14 @@ extern "C" void mt_cuda_set_stream(void *s)
 extern "C" void *mt_cuda_stream(void)
 {
 	return stream;
+}
+
+extern "C" void mt_cuda_set_pdl(int on)
+{
+	pdl = on;
+}
+
+extern "C" int mt_cuda_pdl(void)
+{
+	return pdl;
 }

@@ -9,7 +9,13 @@
  * Every launcher (cuBLASLt calls included) queues its work on the calling thread's
  * stream: the legacy default stream unless mt_cuda_set_stream named another, so a
  * caller can put a sequence of launches on its own stream and capture it in a CUDA
- * graph (lib/infer_cuda.c's decode step). */
+ * graph (lib/infer_cuda.c's decode step).
+ *
+ * The decode kernels (decode_linear.h, decode_attention.h, sampling.h) can also be
+ * launched as programmatic dependents (compute capability 9.0 and above): each may start
+ * while the kernel before it on the stream still runs, reading only what that kernel does
+ * not write (its weights) until it has waited for it inside. mt_cuda_set_pdl turns this
+ * on for the calling thread's later launches of those kernels; other launchers ignore it. */
 #ifndef MT_KERNELS_CUDA_ERR_H
 #define MT_KERNELS_CUDA_ERR_H
 
@@ -26,6 +32,10 @@ int mt_cuda_fail(const char *file, int line, const char *fmt, ...);
 /* the calling thread's launch stream (a cudaStream_t; NULL: the legacy default stream) */
 void mt_cuda_set_stream(void *stream);
 void *mt_cuda_stream(void);
+/* programmatic dependent launch of the decode kernels: 0 (the default) or 1; the
+ * caller checks the device supports it */
+void mt_cuda_set_pdl(int on);
+int mt_cuda_pdl(void);
 
 #ifdef __cplusplus
 }

@@ -1,137 +1,225 @@
 // decode_attention.cu: one query row a sequence over its cached keys and values (see
 // decode_attention.h).
 //
-// split_k: a block of 4 warps per (split, head, row). The query, scaled by 1/sqrt(hd),
-// goes to shared memory; each warp takes every 4th position of the split and computes
-// its score with a warp sum; warp 0 takes the maximum m and turns the scores into
-// exp(score - m) with their sum l; then each thread sums p_j v_j for one dimension over
-// a share of the positions and the shares are added in order. The split leaves
-// (o[hd], m, l) in scratch. combine_k: per (head, row), the splits that hold positions,
-// rescaled to the largest m and summed in order; y = o / l. Splits past a row's length
-// do nothing, so one launch shape serves every length (what a CUDA graph needs).
+// One kernel, a block of 128 threads per (split of MT_DECODE_SPLIT positions, head, row).
+// The query, scaled by 1/sqrt(hd), goes to shared memory; two threads a position take
+// half of its key each (16-byte loads) and add their halves with a shuffle; warp 0 takes
+// the maximum m and turns the scores into exp(score - m) with their sum l; then each
+// thread sums p_j v_j for 16 bytes of dimensions over a share of the positions, and the
+// shares are added in order. A row of one split writes y = o / l at once. Otherwise each
+// split leaves (o, m, l) in scratch and counts itself done on its (row, head) counter; the
+// last to finish rescales the splits to the largest m and sums them in split order (the
+// same bits whichever finishes last), writes y and sets the counter back to zero. Splits
+// past a row's length do nothing, so one launch shape serves every length (what a CUDA
+// graph needs).
 #include "decode_attention.h"
 
 #include "common.cuh"
 
-#define WARPS 4
-#define MAXHD 128
+#define THREADS 128
+#define SPLIT MT_DECODE_SPLIT
+static_assert(THREADS == 2 * SPLIT, "two threads a position");
 
-template <typename T>
-__global__ void __launch_bounds__(32 * WARPS) split_k(float *part, const T *qkv, const T *kc, const T *vc,
-						     const int32_t *slot, const int32_t *pos, int np, int ng, int hd,
-						     int max_len, int S, float scale)
+// n elements of T from p as floats: 16-byte loads where n fills them
+template <typename T, int n> __device__ __forceinline__ void load_n(float *f, const T *p)
 {
-	__shared__ float q[MAXHD], p[MT_DECODE_SPLIT], acc[32 * WARPS], ml[2];
-	int s = blockIdx.x, hh = blockIdx.y, w = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int64_t r = blockIdx.z;
-	int len = pos[r] + 1, j0 = s * MT_DECODE_SPLIT, cnt, per = np / ng, g = hh / per;
-	const T *qr, *K, *V;
+	using V = vec16<T>;
+	if constexpr (n % V::N == 0) {
+#pragma unroll
+		for (int i = 0; i < n; i += V::N)
+			V::load(f + i, p + i);
+	} else {
+#pragma unroll
+		for (int i = 0; i < n; i++)
+			f[i] = to_f(p[i]);
+	}
+}
 
+template <typename T, int HD>
+__global__ void __launch_bounds__(THREADS) attn_k(T *y, float *part, int *done, const T *qkv, const T *kc,
+						 const T *vc, const int32_t *slot, const int32_t *pos, int np, int ng,
+						 int max_len, int S, float scale)
+{
+	constexpr int VN = HD % vec16<T>::N == 0 ? vec16<T>::N : 1; // dimensions a thread sums
+	constexpr int DV = HD / VN, PG = THREADS / DV;                // dimension groups, position groups
+	__shared__ float q[HD], p[SPLIT], acc[PG][HD + 1], ml[2];
+	__shared__ int last;
+	const int s = blockIdx.x, hh = blockIdx.y, tid = threadIdx.x;
+	const int64_t r = blockIdx.z;
+	const int per = np / ng, g = hh / per;
+	int len, j0, cnt, ns;
+	const T *qr, *K, *V;
+	float *o;
+
+	pdl_launch();
+	pdl_wait();
+	len = pos[r] + 1;
+	j0 = s * SPLIT;
 	if (j0 >= len)
 		return;
-	cnt = len - j0 < MT_DECODE_SPLIT ? len - j0 : MT_DECODE_SPLIT;
-	qr = qkv + r * (int64_t)(np + 2 * ng) * hd + (int64_t)(g * (per + 2) + hh % per) * hd;
-	K = kc + (((int64_t)slot[r] * ng + g) * max_len + j0) * hd;
-	V = vc + (((int64_t)slot[r] * ng + g) * max_len + j0) * hd;
-	for (int d = threadIdx.x; d < hd; d += blockDim.x)
+	cnt = len - j0 < SPLIT ? len - j0 : SPLIT;
+	ns = (len + SPLIT - 1) / SPLIT;
+	qr = qkv + r * (int64_t)(np + 2 * ng) * HD + (int64_t)(g * (per + 2) + hh % per) * HD;
+	K = kc + (((int64_t)slot[r] * ng + g) * max_len + j0) * HD;
+	V = vc + (((int64_t)slot[r] * ng + g) * max_len + j0) * HD;
+	for (int d = tid; d < HD; d += THREADS)
 		q[d] = to_f(qr[d]) * scale;
 	__syncthreads();
-	for (int j = w; j < cnt; j += WARPS) {
-		float dot = 0;
-		for (int d = lane; d < hd; d += 32)
-			dot += q[d] * to_f(K[(int64_t)j * hd + d]);
-		dot = warp_sum(dot);
-		if (lane == 0)
+	{
+		// scores: two threads a position (SPLIT = THREADS / 2)
+		int j = tid >> 1, h0 = (tid & 1) * (HD / 2);
+		float kv[HD / 2], dot = 0;
+		if (j < cnt) {
+			load_n<T, HD / 2>(kv, K + (int64_t)j * HD + h0);
+#pragma unroll
+			for (int d = 0; d < HD / 2; d++)
+				dot += q[h0 + d] * kv[d];
+		}
+		dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+		if (j < cnt && !(tid & 1))
 			p[j] = dot;
 	}
 	__syncthreads();
-	if (w == 0) {
+	if (tid < 32) {
 		float m = -INFINITY, l = 0;
-		for (int j = lane; j < cnt; j += 32)
+		for (int j = tid; j < cnt; j += 32)
 			m = fmaxf(m, p[j]);
 		m = warp_max(m);
-		for (int j = lane; j < cnt; j += 32) {
+		for (int j = tid; j < cnt; j += 32) {
 			float e = expf(p[j] - m);
 			p[j] = e;
 			l += e;
 		}
 		l = warp_sum(l);
-		if (lane == 0)
+		if (tid == 0)
 			ml[0] = m, ml[1] = l;
 	}
 	__syncthreads();
 	{
-		int G = blockDim.x / hd, d = threadIdx.x % hd, k = threadIdx.x / hd;
-		float a = 0;
-		if (k < G)
-			for (int j = k; j < cnt; j += G)
-				a += p[j] * to_f(V[(int64_t)j * hd + d]);
-		acc[threadIdx.x] = a;
-		__syncthreads();
-		if (threadIdx.x < hd) {
-			float *o = part + (((int64_t)r * np + hh) * S + s) * (hd + 2);
+		int c = tid % DV, pg = tid / DV;
+		float a[VN], v[VN];
+#pragma unroll
+		for (int e = 0; e < VN; e++)
+			a[e] = 0;
+		if (pg < PG)
+			for (int j = pg; j < cnt; j += PG) {
+				float pj = p[j];
+				load_n<T, VN>(v, V + (int64_t)j * HD + c * VN);
+#pragma unroll
+				for (int e = 0; e < VN; e++)
+					a[e] += pj * v[e];
+			}
+		if (pg < PG)
+#pragma unroll
+			for (int e = 0; e < VN; e++)
+				acc[pg][c * VN + e] = a[e];
+	}
+	__syncthreads();
+	if (ns == 1) {
+		for (int d = tid; d < HD; d += THREADS) {
 			float t = 0;
-			for (int kk = 0; kk < G; kk++)
-				t += acc[kk * hd + threadIdx.x];
-			o[threadIdx.x] = t;
-			if (threadIdx.x == 0)
-				o[hd] = ml[0], o[hd + 1] = ml[1];
+			for (int k = 0; k < PG; k++)
+				t += acc[k][d];
+			y[r * (int64_t)np * HD + (int64_t)hh * HD + d] = from_f<T>(t / ml[1]);
 		}
-	}
-}
-
-template <typename T>
-__global__ void combine_k(T *y, const float *part, const int32_t *pos, int np, int hd, int S)
-{
-	int hh = blockIdx.x, d = threadIdx.x;
-	int64_t r = blockIdx.y;
-	int ns = (pos[r] + MT_DECODE_SPLIT) / MT_DECODE_SPLIT;
-	const float *pr = part + ((int64_t)r * np + hh) * S * (hd + 2);
-	float m = -INFINITY, l = 0, o = 0;
-
-	if (d >= hd)
 		return;
-	for (int s = 0; s < ns; s++)
-		m = fmaxf(m, pr[s * (hd + 2) + hd]);
-	for (int s = 0; s < ns; s++) {
-		float c = expf(pr[s * (hd + 2) + hd] - m);
-		l += pr[s * (hd + 2) + hd + 1] * c;
-		o += pr[s * (hd + 2) + d] * c;
 	}
-	y[r * (int64_t)np * hd + (int64_t)hh * hd + d] = from_f<T>(o / l);
+	o = part + (((int64_t)r * np + hh) * S + s) * (HD + 2);
+	for (int d = tid; d < HD; d += THREADS) {
+		float t = 0;
+		for (int k = 0; k < PG; k++)
+			t += acc[k][d];
+		o[d] = t;
+	}
+	if (tid == 0)
+		o[HD] = ml[0], o[HD + 1] = ml[1];
+	__threadfence();
+	__syncthreads();
+	if (tid == 0)
+		last = atomicAdd(&done[r * np + hh], 1) == ns - 1;
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	{
+		const float *pr = part + ((int64_t)r * np + hh) * S * (HD + 2);
+		float m = -INFINITY;
+		for (int k = 0; k < ns; k++)
+			m = fmaxf(m, __ldcg(pr + k * (HD + 2) + HD));
+		for (int d = tid; d < HD; d += THREADS) {
+			float l = 0, t = 0;
+			for (int k = 0; k < ns; k++) {
+				float c = expf(__ldcg(pr + k * (HD + 2) + HD) - m);
+				l += __ldcg(pr + k * (HD + 2) + HD + 1) * c;
+				t += __ldcg(pr + k * (HD + 2) + d) * c;
+			}
+			y[r * (int64_t)np * HD + (int64_t)hh * HD + d] = from_f<T>(t / l);
+		}
+		if (tid == 0)
+			done[r * np + hh] = 0;
+	}
 }
 
 static int splits(int max_len)
 {
-	return (max_len + MT_DECODE_SPLIT - 1) / MT_DECODE_SPLIT;
+	return (max_len + SPLIT - 1) / SPLIT;
+}
+
+static int64_t part_floats(int64_t N, int np, int hd, int max_len)
+{
+	return (N * np * splits(max_len) * (int64_t)(hd + 2) + 3) & ~(int64_t)3;
 }
 
 extern "C" int64_t mt_decode_attention_scratch(int64_t N, int np, int hd, int max_len)
 {
-	return N * np * splits(max_len) * (int64_t)(hd + 2);
+	return part_floats(N, np, hd, max_len) + N * np;
+}
+
+extern "C" int mt_decode_attention_reset(float *scratch, int64_t N, int np, int hd, int max_len)
+{
+	MT_CUDA_CHECK(cudaMemsetAsync(scratch + part_floats(N, np, hd, max_len), 0, (size_t)(N * np) * sizeof(int),
+				      MT_STREAM));
+	return 0;
+}
+
+template <typename T, int HD>
+static int launch(void *y, const void *qkv, const void *kc, const void *vc, const int32_t *slot, const int32_t *pos,
+		  int64_t N, int np, int ng, int max_len, float *scratch, int64_t slots_n)
+{
+	int S = splits(max_len);
+
+	MT_CUDA_CHECK(mt_launch(attn_k<T, HD>, dim3((unsigned)S, (unsigned)np, (unsigned)N), dim3(THREADS), 0, (T *)y,
+				scratch, (int *)(scratch + part_floats(slots_n, np, HD, max_len)), (const T *)qkv,
+				(const T *)kc, (const T *)vc, slot, pos, np, ng, max_len, S, (float)(1.0 / sqrt((double)HD))));
+	return 0;
 }
 
 template <typename T>
 static int decode_attention(void *y, const void *qkv, const void *kc, const void *vc, const int32_t *slot,
-			    const int32_t *pos, int64_t N, int np, int ng, int hd, int max_len, float *scratch)
+			    const int32_t *pos, int64_t N, int np, int ng, int hd, int max_len, float *scratch,
+			    int64_t slots_n)
 {
-	int S = splits(max_len);
-
-	split_k<T><<<dim3((unsigned)S, (unsigned)np, (unsigned)N), 32 * WARPS, 0, MT_STREAM>>>(
-		scratch, (const T *)qkv, (const T *)kc, (const T *)vc, slot, pos, np, ng, hd, max_len, S,
-		(float)(1.0 / sqrt((double)hd)));
-	MT_LAUNCH_CHECK("decode_attention");
-	combine_k<T><<<dim3((unsigned)np, (unsigned)N), MAXHD, 0, MT_STREAM>>>((T *)y, scratch, pos, np, hd, S);
-	MT_LAUNCH_CHECK("decode_attention combine");
-	return 0;
+	switch (hd) {
+	case 8:
+		return launch<T, 8>(y, qkv, kc, vc, slot, pos, N, np, ng, max_len, scratch, slots_n);
+	case 16:
+		return launch<T, 16>(y, qkv, kc, vc, slot, pos, N, np, ng, max_len, scratch, slots_n);
+	case 32:
+		return launch<T, 32>(y, qkv, kc, vc, slot, pos, N, np, ng, max_len, scratch, slots_n);
+	case 64:
+		return launch<T, 64>(y, qkv, kc, vc, slot, pos, N, np, ng, max_len, scratch, slots_n);
+	default:
+		return launch<T, 128>(y, qkv, kc, vc, slot, pos, N, np, ng, max_len, scratch, slots_n);
+	}
 }
 
 extern "C" int mt_decode_attention(enum mt_dtype dt, void *y, const void *qkv, const void *kc, const void *vc,
 				   const int32_t *slot, const int32_t *pos, int64_t N, int np, int ng, int hd,
-				   int max_len, float *scratch)
+				   int max_len, float *scratch, int64_t scratch_rows)
 {
-	MT_REQUIRE(N > 0 && N < 65536 && ng > 0 && np % ng == 0 && np < 65536 && hd > 0 && hd <= MAXHD && hd % 2 == 0 &&
-			   max_len > 0,
-		   "decode_attention: bad shape (N %lld, heads %d/%d, head size %d)", (long long)N, np, ng, hd);
-	return MT_DISPATCH(dt, decode_attention, y, qkv, kc, vc, slot, pos, N, np, ng, hd, max_len, scratch);
+	MT_REQUIRE(N > 0 && N <= scratch_rows && N < 65536 && ng > 0 && np % ng == 0 && np < 65536 &&
+			   (hd == 8 || hd == 16 || hd == 32 || hd == 64 || hd == 128) && max_len > 0,
+		   "decode_attention: bad shape (N %lld of %lld, heads %d/%d, head size %d)", (long long)N,
+		   (long long)scratch_rows, np, ng, hd);
+	return MT_DISPATCH(dt, decode_attention, y, qkv, kc, vc, slot, pos, N, np, ng, hd, max_len, scratch, scratch_rows);
 }

@@ -2,7 +2,8 @@
 # mt-generate on a GPU: the CUDA engine against the CPU one on small trained checkpoints,
 # GPT-2 style and Llama style (rope, GQA, SwiGLU, RMSNorm, untied). In fp32, greedy and
 # sampled generation give the CPU's tokens and log-probabilities within 1e-4, batched
-# or not; bf16 (the default on cuda) stays close; the default device; the server on the
+# or not, and sampling on the GPU (without log-probabilities) the CPU's tokens; bf16
+# (the default on cuda) stays close; the default device; the server on the
 # GPU answers as the CPU's; option errors. Every test is tagged gpu and skips where no
 # GPU is found (CI has none).
 load helpers
@@ -73,6 +74,33 @@ PY
 			echo "# $style $s"
 			same gpu.jsonl cpu.jsonl 1e-4
 			same gpu2.jsonl cpu.jsonl 1e-4
+		done
+	done
+}
+
+# Without --logprobs the CUDA engine samples on the GPU (kernels/sampling.cu) and copies
+# back only the ids; with the same random numbers it must choose the CPU's tokens.
+# bats test_tags=gpu
+@test "gpu: fp32 generation sampled on the GPU (no log-probabilities) gives the CPU's tokens" {
+	need_gpu
+	for style in tiny llama-tiny; do
+		for s in "--temperature 0" "--top-k 5 --seed 9" "--top-p 0.9 --temperature 0.8 --seed 3" "--temperature 1.3 --seed 4"; do
+			# shellcheck disable=SC2086
+			mt-generate -q --load "$F/ck-$style" --device cpu $s --max-tokens 40 --json "${PROMPTS[@]}" > cpu.jsonl
+			# shellcheck disable=SC2086
+			mt-generate -q --load "$F/ck-$style" --device cuda --fp32 $s --max-tokens 40 --json "${PROMPTS[@]}" > gpu.jsonl
+			# shellcheck disable=SC2086
+			mt-generate -q --load "$F/ck-$style" --device cuda --fp32 $s --max-tokens 40 --json --batch-size 2 "${PROMPTS[@]}" > gpu2.jsonl
+			echo "# $style $s"
+			for f in gpu.jsonl gpu2.jsonl; do
+				python3 - cpu.jsonl "$f" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["tokens"] for l in open(p)] for p in sys.argv[1:3])
+assert len(a) == len(b) == 5, (len(a), len(b))
+for x, y in zip(a, b):
+    assert x == y, (x, y)
+PY
+			done
 		done
 	done
 }

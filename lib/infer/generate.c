@@ -152,11 +152,14 @@ static int run_batch(struct mt_gen *g, const struct mt_gen_opts *o, struct mt_ge
 	struct mt_infer *e = g->e;
 	const int32_t *toks[nb];
 	int lens[nb], slots[nb], fed[nb];
-	int32_t next[nb];
+	int32_t next[nb], ids[nb];
+	double u[nb];
 	float *lp[nb];
 	int64_t V = e->padded_vocab;
 	int nn = nb, k_top = o->logprobs && o->top_logprobs > 0 ? o->top_logprobs : 0;
 	int steps = k_top && o->prompt_steps; /* the prompt through decode steps, a token each */
+	/* the engine samples where the logits are, unless they are wanted here (log-probabilities) */
+	int on_engine = e->ops->decode_sample && !o->logprobs, have_ids = 0;
 
 	if (k_top > e->vocab)
 		return mt_err_set(err, MT_EXIT_USAGE, "%d top log-probabilities asked for, the vocabulary has %lld ids", k_top,
@@ -210,7 +213,9 @@ static int run_batch(struct mt_gen *g, const struct mt_gen_opts *o, struct mt_ge
 			} else if (o->max_tokens == 0) { /* prompt_steps with a one-token prompt */
 				done = 1;
 			} else {
-				t = mt_sample(&g->smp, z, &o->sp, mt_sample_uniform(o->seed, (uint64_t)(index0 + k), (uint64_t)out->n));
+				t = have_ids ? ids[j]
+					     : mt_sample(&g->smp, z, &o->sp,
+							 mt_sample_uniform(o->seed, (uint64_t)(index0 + k), (uint64_t)out->n));
 				if (o->logprobs)
 					score_at(g, o, out, z, out->nprompt - 1 + out->n, t);
 				out->ids[out->n++] = t;
@@ -237,13 +242,16 @@ static int run_batch(struct mt_gen *g, const struct mt_gen_opts *o, struct mt_ge
 			if (!done) {
 				slots[m] = k;
 				next[m] = t;
+				u[m] = mt_sample_uniform(o->seed, (uint64_t)(index0 + k), (uint64_t)out->n);
 				m++;
 			}
 		}
 		nn = m;
 		if (!nn)
 			break;
-		if (e->ops->decode(e, nn, slots, next, g->logits, err))
+		have_ids = on_engine;
+		if (have_ids ? e->ops->decode_sample(e, nn, slots, next, &o->sp, u, ids, err)
+			     : e->ops->decode(e, nn, slots, next, g->logits, err))
 			return -1;
 	}
 	return 0;

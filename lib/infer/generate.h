@@ -8,7 +8,10 @@
  * log-probabilities, left out of the text) or when its generated text contains a stop
  * string (the text is cut before it; the ids keep the token that completed it). Each
  * prompt's random numbers come from (seed, its index, the step) (sample.h), so results
- * do not depend on the batching.
+ * do not depend on the batching. Where the engine has decode_sample and no
+ * log-probabilities are asked for, the engine chooses the tokens of the decode steps
+ * itself with the same numbers (the GPU's: only ids come back); the first token of each
+ * prompt is sampled here from the prefill's logits.
  *
  * For the OpenAI endpoint's logprobs, the k most likely ids at each scored position
  * (top_logprobs); with prompt_steps the prompt goes in one token at a time through the

@@ -12,14 +12,16 @@
  *            prompt's last token; on request, the log-probability of every prompt token
  *            after the first given the ones before it;
  *   decode   appends one token to each of some slots, attending over that slot's cached
- *            keys and values, and returns the logits of the next token.
+ *            keys and values, and returns the logits of the next token;
+ *   decode_sample (optional) the same step, choosing each row's next token where the
+ *            logits are (the GPU) by sample.h's rules, returning only the ids.
  *
  * Logits are raw (temperature 1) over the padded vocabulary, [n][padded_vocab_size];
  * whoever samples must look at the first vocab_size only (sample.h). The arithmetic is
  * the same as gpt.c's training forward (LayerNorm/RMSNorm, GELU tanh/SwiGLU, biases or
  * not, tied or untied output). infer_cpu.c is the reference (fp32, OpenBLAS, OpenMP);
- * infer_cuda.c implements the same table on a GPU. This file holds no sampling and no
- * text. */
+ * infer_cuda.c implements the same table on a GPU. This file holds no sampling (the
+ * engine that has decode_sample implements sample.h's rules itself) and no text. */
 #ifndef MT_INFER_H
 #define MT_INFER_H
 
@@ -31,6 +33,7 @@
 #include "model/params.h"
 
 struct mt_infer;
+struct mt_sample_params;
 
 struct mt_infer_ops {
 	const char *name;
@@ -49,6 +52,10 @@ struct mt_infer_ops {
 	/* one token for each of n slots (slots NULL: 0..n-1); logits [n][padded vocab] */
 	int (*decode)(struct mt_infer *e, int n, const int *slots, const int32_t *tokens, float *logits,
 		      struct mt_err *err);
+	/* NULL, or decode then the next token of each row as mt_sample (sample.h) would choose
+	 * it from that row's logits with sp and the uniform number u[i], into next[i] */
+	int (*decode_sample)(struct mt_infer *e, int n, const int *slots, const int32_t *tokens,
+			     const struct mt_sample_params *sp, const double *u, int32_t *next, struct mt_err *err);
 	size_t (*bytes)(const struct mt_infer *e); /* memory held, cache included */
 };
 

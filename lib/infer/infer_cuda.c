@@ -1,7 +1,8 @@
 /* infer_cuda.c: the CUDA inference engine of infer.h: one GPU, weights, activations and
  * the key/value cache in bf16 (mt_infer_cuda) or fp32 (mt_infer_cuda_fp32), the logits
- * in fp32. It holds no sampling: the logits go to the host, where sample.c reads them
- * as it reads the CPU engine's.
+ * in fp32. decode and prefill return logits, which sample.c reads on the host as it
+ * reads the CPU engine's; decode_sample chooses the next tokens on the GPU
+ * (kernels/sampling.cu: sample.h's rules) and copies back only the ids.
  *
  * Memory is planned at init: one device allocation for the weights (converted to the
  * compute type on the host), one for everything else (the cache of every layer,
@@ -18,15 +19,28 @@
  * each prompt's last row, or for every row when log-probabilities are asked
  * (classifier_score.cu gives log p of the next token over the real vocabulary).
  *
- * A decode step is the same layer sequence on one row per slot with
- * decode_attention.cu over each slot's cache. Its launches (a hundred for GPT-2) are
- * captured once per row count in a CUDA graph, with the copy of the step's inputs
- * (tokens, slots, positions) from pinned host memory at its start and the copy of the
- * logits back at its end, so a step costs one graph launch and one wait on the host.
- * MT_CUDA_GRAPHS=0 in the environment launches them one by one instead (for comparing).
- * Init ends with a warm-up (a prefill and decode steps at batch 1 and max_batch) so that
- * module loading, cuBLASLt's first calls and the two most used captures are paid there,
- * not by the first request. */
+ * A decode step of up to 32 rows (one per slot) runs five kernels a layer
+ * (kernels/decode_linear.cu, decode_attention.cu): the first norm, the QKV product, its
+ * bias, the rotary embedding and the cache append in one (the first layer's also makes
+ * the embedding); the attention over each slot's cache, split over positions and
+ * combined in the same kernel; the output projection with its bias and the residual
+ * add; the second norm, fc1, its bias and GELU or SwiGLU; fc2 with its bias and the
+ * residual add; then the final norm with the logits in one kernel, and for
+ * decode_sample the sampling kernel. Each streams its weights once; on compute
+ * capability 9.0 and above each may start while the one before it finishes
+ * (programmatic dependent launch), loading its first weights before it waits. More rows,
+ * or shapes those kernels do not take, run the prefill's layer sequence on one row per
+ * slot with decode_attention.cu instead. MT_DECODE_FUSED=0 in the environment takes that
+ * path at every row count, MT_CUDA_PDL=0 launches without programmatic dependence (both
+ * for comparing). A step's launches are captured once per row count (and per kind:
+ * logits or sampled ids) in a CUDA graph, with the copy of the step's inputs (tokens,
+ * slots, positions, sampling parameters and uniform numbers) from pinned host memory at
+ * its start and the copy of the logits or the ids back at its end, so a step costs one
+ * graph launch and one wait on the host. MT_CUDA_GRAPHS=0 launches them one by one
+ * instead (for comparing). Init ends with a warm-up (a prefill and decode steps at
+ * batch 1 and max_batch, with and without sampling) so that module loading, cuBLASLt's
+ * first calls and the four most used captures are paid there, not by the first
+ * request. */
 #include "infer/infer.h"
 
 #include <stdlib.h>
@@ -40,12 +54,15 @@
 #include "../../kernels/attention.h"
 #include "../../kernels/classifier_score.h"
 #include "../../kernels/decode_attention.h"
+#include "../../kernels/decode_linear.h"
 #include "../../kernels/embed.h"
 #include "../../kernels/kvcache.h"
 #include "../../kernels/matmul.h"
 #include "../../kernels/norm.h"
+#include "../../kernels/sampling.h"
 #include "../../kernels/swiglu.h"
 #include "base/log.h"
+#include "infer/sample.h"
 
 #define WORKSPACE (32u << 20)
 #define CHUNK_MIN 2048   /* prefill rows of one forward, at least max_len */
@@ -64,16 +81,49 @@ struct gpu {
 	void *kc, *vc;
 	void *x, *ln, *qkvb, *y, *mid, *fc1b, *act;
 	float *stats, *lse, *scratch, *rope_cs, *logits, *nll;
-	int32_t *rows, *dec, *hit;         /* device: [4][chunk] token, slot, position, target; [3][max_batch] */
-	int32_t *h_rows, *h_dec;           /* pinned host copies */
+	int32_t *rows, *hit;               /* device: [4][chunk] token, slot, position, target */
+	void *dec;                         /* device: a decode step's inputs (struct dec_in) */
+	int32_t *ids;                      /* device: sampled ids [max_batch] */
+	int32_t *h_rows, *h_ids;           /* pinned host copies */
+	void *h_dec;
+	size_t dec_bytes;
 	float *h_logits, *h_nll;           /* pinned: [max_batch][V], [chunk] */
 	int *pos;                          /* tokens cached per slot */
 	int *p_off, *p_len;                /* prompts of a chunk: first row, length */
 	cudaStream_t st;
 	struct mt_lt *lt;
-	cudaGraphExec_t *graph;            /* [max_batch + 1]: the decode step for n rows */
+	cudaGraphExec_t *graph[2];         /* [max_batch + 1]: the decode step for n rows, giving logits / ids */
 	int use_graphs, failed;
+	int fused;                         /* decode steps of up to MT_DLIN_MAX_ROWS rows on decode_linear.h */
+	int pdl;                           /* with programmatic dependent launch */
 };
+
+/* A decode step's inputs, one copy to the device: [3][max_batch] token, slot and position,
+ * then the uniform numbers and the sampling parameters of decode_sample */
+struct dec_in {
+	int32_t *tok, *slot, *pos;
+	double *u;
+	struct mt_sample_dev *sp;
+};
+
+static struct dec_in dec_at(void *base, int B)
+{
+	struct dec_in d;
+	size_t off = ((size_t)3 * (size_t)B * sizeof(int32_t) + 15) & ~(size_t)15;
+
+	d.tok = base;
+	d.slot = d.tok + B;
+	d.pos = d.slot + B;
+	d.u = (double *)((char *)base + off);
+	d.sp = (struct mt_sample_dev *)(d.u + B);
+	return d;
+}
+
+static size_t dec_size(int B)
+{
+	return (((size_t)3 * (size_t)B * sizeof(int32_t) + 15) & ~(size_t)15) + (size_t)B * sizeof(double) +
+	       sizeof(struct mt_sample_dev);
+}
 
 static void *wp(const struct gpu *s, int layer, enum mt_param_kind k)
 {
@@ -145,12 +195,14 @@ static size_t plan(struct gpu *s, struct mt_infer *e, char *base)
 	s->lse = take(&k, n * (size_t)s->np * sizeof(float));
 	s->scratch = take(&k, (size_t)mt_decode_attention_scratch(e->max_batch, (int)s->np, (int)s->hd, e->max_len) *
 				      sizeof(float));
+	s->ids = take(&k, (size_t)e->max_batch * sizeof(int32_t));
 	s->rope_cs = take(&k, (size_t)e->max_len * (size_t)s->hd * sizeof(float));
 	s->logits = take(&k, (size_t)s->lrows * (size_t)s->V * sizeof(float));
 	s->nll = take(&k, n * sizeof(float));
 	s->hit = take(&k, n * sizeof(int32_t));
 	s->rows = take(&k, 4 * n * sizeof(int32_t));
-	s->dec = take(&k, 3 * (size_t)e->max_batch * sizeof(int32_t));
+	s->dec_bytes = dec_size(e->max_batch);
+	s->dec = take(&k, s->dec_bytes);
 	take(&k, WORKSPACE);
 	return k.off;
 }
@@ -161,11 +213,13 @@ static void gpu_free(struct mt_infer *e)
 
 	if (!s)
 		return;
-	if (s->graph)
-		for (int n = 0; n <= e->max_batch; n++)
-			if (s->graph[n])
-				cudaGraphExecDestroy(s->graph[n]);
-	free(s->graph);
+	for (int k = 0; k < 2; k++) {
+		if (s->graph[k])
+			for (int n = 0; n <= e->max_batch; n++)
+				if (s->graph[k][n])
+					cudaGraphExecDestroy(s->graph[k][n]);
+		free(s->graph[k]);
+	}
 	mt_lt_destroy(s->lt);
 	if (s->st)
 		cudaStreamDestroy(s->st);
@@ -176,6 +230,8 @@ static void gpu_free(struct mt_infer *e)
 		cudaFreeHost(s->h_rows);
 	if (s->h_dec)
 		cudaFreeHost(s->h_dec);
+	if (s->h_ids)
+		cudaFreeHost(s->h_ids);
 	if (s->h_logits)
 		cudaFreeHost(s->h_logits);
 	if (s->h_nll)
@@ -223,6 +279,7 @@ static int upload(struct gpu *s, const float *w, struct mt_err *err)
 }
 
 static int setup(struct gpu *s, struct mt_infer *e, const float *w, struct mt_err *err);
+static void choose_decode(struct gpu *s, struct mt_infer *e);
 static int warm_up(struct mt_infer *e, struct mt_err *err);
 
 static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const struct mt_params *t, const float *w,
@@ -281,8 +338,9 @@ static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const stru
 	s->pos = calloc((size_t)max_batch, sizeof(int));
 	s->p_off = malloc((size_t)max_batch * sizeof(int));
 	s->p_len = malloc((size_t)max_batch * sizeof(int));
-	s->graph = calloc((size_t)max_batch + 1, sizeof(*s->graph));
-	if (!s->pos || !s->p_off || !s->p_len || !s->graph) {
+	s->graph[0] = calloc((size_t)max_batch + 1, sizeof(*s->graph[0]));
+	s->graph[1] = calloc((size_t)max_batch + 1, sizeof(*s->graph[1]));
+	if (!s->pos || !s->p_off || !s->p_len || !s->graph[0] || !s->graph[1]) {
 		gpu_free(e);
 		return mt_err_set(err, MT_EXIT_IO, "out of memory for the inference engine");
 	}
@@ -324,13 +382,24 @@ static int setup(struct gpu *s, struct mt_infer *e, const float *w, struct mt_er
 	float *cs;
 
 	RT(cudaMallocHost((void **)&s->h_rows, 4 * (size_t)s->chunk * sizeof(int32_t)));
-	RT(cudaMallocHost((void **)&s->h_dec, 3 * (size_t)max_batch * sizeof(int32_t)));
+	RT(cudaMallocHost(&s->h_dec, s->dec_bytes));
+	RT(cudaMallocHost((void **)&s->h_ids, (size_t)max_batch * sizeof(int32_t)));
 	RT(cudaMallocHost((void **)&s->h_logits, (size_t)max_batch * (size_t)s->V * sizeof(float)));
 	RT(cudaMallocHost((void **)&s->h_nll, (size_t)s->chunk * sizeof(float)));
 	RT(cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking));
 	if (mt_lt_create(&s->lt, (char *)s->mem[1] + s->bytes[1] - WORKSPACE, WORKSPACE))
 		return fail(s, err, "cuBLASLt");
 	RT(cudaMemset(s->mem[1], 0xff, s->bytes[1])); /* NaN in every precision */
+	{
+		/* the attention's counters, after the fill on the same (legacy) stream */
+		void *prev = mt_cuda_stream();
+		int rc;
+		mt_cuda_set_stream(NULL);
+		rc = mt_decode_attention_reset(s->scratch, max_batch, (int)s->np, (int)s->hd, max_len);
+		mt_cuda_set_stream(prev);
+		if (rc)
+			return fail(s, err, "decode attention");
+	}
 	if (upload(s, w, err))
 		return -1;
 	/* rotary table, in double as gpt.c computes it, rounded once */
@@ -346,6 +415,7 @@ static int setup(struct gpu *s, struct mt_infer *e, const float *w, struct mt_er
 	free(cs);
 	RT(ce);
 	RT(cudaDeviceSynchronize());
+	choose_decode(s, e);
 	return 0;
 }
 
@@ -395,7 +465,7 @@ static int forward(struct gpu *s, struct mt_infer *e, int64_t n, const int32_t *
 		K(mt_kv_append(dt, s->qkvb, kc, vc, slot, pos, cs, n, (int)s->np, (int)s->ng, (int)s->hd, e->max_len));
 		if (decode) {
 			K(mt_decode_attention(dt, s->y, s->qkvb, kc, vc, slot, pos, n, (int)s->np, (int)s->ng, (int)s->hd,
-					      e->max_len, s->scratch));
+					      e->max_len, s->scratch, e->max_batch));
 		} else {
 			for (int k = 0; k < np_; k++)
 				K(mt_attention_fwd(dt, at(s, s->y, s->p_off[k], s->q), s->lse, at(s, s->qkvb, s->p_off[k], s->qkv),
@@ -420,6 +490,146 @@ static int forward(struct gpu *s, struct mt_infer *e, int64_t n, const int32_t *
 static void *output_weight(const struct gpu *s)
 {
 	return s->c->untie_embeddings_and_output_weights ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
+}
+
+/* ---- the fused decode step ---- */
+
+enum { D_QKV, D_PROJ, D_FC1, D_FC2, D_HEAD };
+
+/* decode_linear's arguments for kernel `which` of layer l (D_HEAD: the final norm and the
+ * logits) and its inputs and outputs */
+static void dlin_of(struct gpu *s, const struct mt_infer *e, int l, int which, const struct dec_in *d,
+		    struct mt_dlin *a, int *in, int *out)
+{
+	const struct mt_config *c = s->c;
+
+	memset(a, 0, sizeof(*a));
+	a->rms = c->normalization == MT_NORM_RMSNORM;
+	a->eps = (float)c->norm_epsilon;
+	switch (which) {
+	case D_QKV:
+		a->x = s->x;
+		a->ldx = s->h;
+		a->norm_w = wp(s, l, MT_P_LN1_W);
+		a->norm_b = wp(s, l, MT_P_LN1_B);
+		if (l == 0) { /* the embedding, made by every block, kept by one */
+			a->tok = d->tok;
+			a->wte = wp(s, -1, MT_P_WORD_EMB);
+			a->wpe = wp(s, -1, MT_P_POS_EMB);
+			a->x_out = s->x;
+		}
+		a->W = wp(s, l, MT_P_QKV_W);
+		a->bias = wp(s, l, MT_P_QKV_B);
+		a->epi = MT_DLIN_QKV;
+		a->out = s->qkvb;
+		a->ldo = s->qkv;
+		a->kc = at(s, s->kc, l, s->cache_elems);
+		a->vc = at(s, s->vc, l, s->cache_elems);
+		a->slot = d->slot;
+		a->pos = d->pos;
+		a->cs = c->position_embedding_type == MT_POS_ROPE ? s->rope_cs : NULL;
+		a->np = (int)s->np;
+		a->ng = (int)s->ng;
+		a->hd = (int)s->hd;
+		a->max_len = e->max_len;
+		*in = (int)s->h;
+		*out = (int)s->qkv;
+		break;
+	case D_PROJ:
+		a->x = s->y;
+		a->ldx = s->q;
+		a->W = wp(s, l, MT_P_PROJ_W);
+		a->bias = wp(s, l, MT_P_PROJ_B);
+		a->epi = MT_DLIN_RESID;
+		a->out = s->x;
+		a->ldo = s->h;
+		*in = (int)s->q;
+		*out = (int)s->h;
+		break;
+	case D_FC1:
+		a->x = s->x;
+		a->ldx = s->h;
+		a->norm_w = wp(s, l, MT_P_LN2_W);
+		a->norm_b = wp(s, l, MT_P_LN2_B);
+		a->W = wp(s, l, MT_P_FC1_W);
+		a->bias = wp(s, l, MT_P_FC1_B);
+		a->epi = c->swiglu ? MT_DLIN_SWIGLU : MT_DLIN_GELU;
+		a->out = s->act;
+		a->ldo = s->f;
+		*in = (int)s->h;
+		*out = (int)s->fc1;
+		break;
+	case D_FC2:
+		a->x = s->act;
+		a->ldx = s->f;
+		a->W = wp(s, l, MT_P_FC2_W);
+		a->bias = wp(s, l, MT_P_FC2_B);
+		a->epi = MT_DLIN_RESID;
+		a->out = s->x;
+		a->ldo = s->h;
+		*in = (int)s->f;
+		*out = (int)s->h;
+		break;
+	default:
+		a->x = s->x;
+		a->ldx = s->h;
+		a->norm_w = wp(s, -1, MT_P_FINAL_W);
+		a->norm_b = wp(s, -1, MT_P_FINAL_B);
+		a->W = output_weight(s);
+		a->epi = MT_DLIN_F32;
+		a->out = s->logits;
+		a->ldo = s->V;
+		*in = (int)s->h;
+		*out = (int)s->V;
+	}
+}
+
+/* whether decode steps of up to MT_DLIN_MAX_ROWS rows take the fused kernels (every one
+ * of them fits the model at the largest such row count), and with programmatic
+ * dependent launch */
+static void choose_decode(struct gpu *s, struct mt_infer *e)
+{
+	const char *fe = getenv("MT_DECODE_FUSED"), *pe = getenv("MT_CUDA_PDL");
+	int N = e->max_batch < MT_DLIN_MAX_ROWS ? e->max_batch : MT_DLIN_MAX_ROWS, dev = 0, major = 0, in, out;
+	struct dec_in d = dec_at(s->dec, e->max_batch);
+	struct mt_dlin a;
+
+	s->fused = !(fe && !strcmp(fe, "0"));
+	for (int l = 0; l < s->L && s->fused; l++)
+		for (int k = D_QKV; k <= D_FC2 && s->fused; k++) {
+			dlin_of(s, e, l, k, &d, &a, &in, &out);
+			s->fused = mt_decode_linear_fits(s->dt, &a, N, in, out);
+		}
+	if (s->fused) {
+		dlin_of(s, e, 0, D_HEAD, &d, &a, &in, &out);
+		s->fused = mt_decode_linear_fits(s->dt, &a, N, in, out);
+	}
+	if (!s->fused && !(fe && !strcmp(fe, "0")))
+		mt_debug("CUDA inference engine: decode steps on the prefill's kernels: %s", mt_cuda_error());
+	s->pdl = s->fused && !(pe && !strcmp(pe, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
+		 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+}
+
+/* the fused step's launches: five a layer, then the logits */
+static int fused_step(struct gpu *s, struct mt_infer *e, int n, const struct dec_in *d, struct mt_err *err)
+{
+	struct mt_dlin a;
+	int in, out;
+
+	for (int l = 0; l < s->L; l++) {
+		dlin_of(s, e, l, D_QKV, d, &a, &in, &out);
+		K(mt_decode_linear(s->dt, &a, n, in, out));
+		mt_cuda_set_pdl(s->pdl); /* from the second launch on: the first follows the inputs' copy */
+		K(mt_decode_attention(s->dt, s->y, s->qkvb, a.kc, a.vc, d->slot, d->pos, n, (int)s->np, (int)s->ng,
+				      (int)s->hd, e->max_len, s->scratch, e->max_batch));
+		for (int k = D_PROJ; k <= D_FC2; k++) {
+			dlin_of(s, e, l, k, d, &a, &in, &out);
+			K(mt_decode_linear(s->dt, &a, n, in, out));
+		}
+	}
+	dlin_of(s, e, 0, D_HEAD, d, &a, &in, &out);
+	K(mt_decode_linear(s->dt, &a, n, in, out));
+	return 0;
 }
 
 /* one chunk of prefill: prompts [i0, i1) packed from row 0, m rows */
@@ -518,27 +728,49 @@ static int gpu_prefill(struct mt_infer *e, int n, const int *slots, const int32_
 	return 0;
 }
 
-/* the launches of one decode step of n rows; the inputs are in s->h_dec */
-static int step(struct gpu *s, struct mt_infer *e, int n, struct mt_err *err)
+/* the launches of one decode step of n rows, the inputs in s->h_dec: logits, or with
+ * sample the chosen ids, copied back */
+static int step_launches(struct gpu *s, struct mt_infer *e, int n, int sample, struct mt_err *err)
 {
-	int32_t *tok = s->dec, *slot = tok + e->max_batch, *pos = slot + e->max_batch;
+	struct dec_in d = dec_at(s->dec, e->max_batch);
 
-	RT(cudaMemcpyAsync(s->dec, s->h_dec, 3 * (size_t)e->max_batch * sizeof(int32_t), cudaMemcpyHostToDevice, s->st));
-	if (forward(s, e, n, tok, slot, pos, 1, 0, err))
-		return -1;
-	K(mt_linear_fwd_f32(s->lt, s->dt, s->logits, s->ln, output_weight(s), n, s->h, s->V));
-	RT(cudaMemcpyAsync(s->h_logits, s->logits, (size_t)n * (size_t)s->V * sizeof(float), cudaMemcpyDeviceToHost, s->st));
+	RT(cudaMemcpyAsync(s->dec, s->h_dec, s->dec_bytes, cudaMemcpyHostToDevice, s->st));
+	if (s->fused && n <= MT_DLIN_MAX_ROWS) {
+		if (fused_step(s, e, n, &d, err))
+			return -1;
+	} else {
+		if (forward(s, e, n, d.tok, d.slot, d.pos, 1, 0, err))
+			return -1;
+		K(mt_linear_fwd_f32(s->lt, s->dt, s->logits, s->ln, output_weight(s), n, s->h, s->V));
+	}
+	if (sample) {
+		K(mt_sample_rows(s->ids, s->logits, s->V, s->vocab, n, d.sp, d.u));
+		mt_cuda_set_pdl(0);
+		RT(cudaMemcpyAsync(s->h_ids, s->ids, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, s->st));
+	} else {
+		mt_cuda_set_pdl(0);
+		RT(cudaMemcpyAsync(s->h_logits, s->logits, (size_t)n * (size_t)s->V * sizeof(float), cudaMemcpyDeviceToHost,
+				   s->st));
+	}
 	return 0;
 }
 
-static int capture(struct gpu *s, struct mt_infer *e, int n, struct mt_err *err)
+static int step(struct gpu *s, struct mt_infer *e, int n, int sample, struct mt_err *err)
+{
+	int rc = step_launches(s, e, n, sample, err);
+
+	mt_cuda_set_pdl(0);
+	return rc;
+}
+
+static int capture(struct gpu *s, struct mt_infer *e, int n, int sample, struct mt_err *err)
 {
 	cudaGraph_t g = NULL;
 	cudaError_t ce;
 	int rc;
 
 	RT(cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal));
-	rc = step(s, e, n, err);
+	rc = step(s, e, n, sample, err);
 	ce = cudaStreamEndCapture(s->st, &g);
 	if (rc) {
 		if (g)
@@ -547,20 +779,22 @@ static int capture(struct gpu *s, struct mt_infer *e, int n, struct mt_err *err)
 	}
 	if (ce != cudaSuccess)
 		return rt_fail(s, err, "capturing the decode step", ce);
-	ce = cudaGraphInstantiate(&s->graph[n], g, 0);
+	ce = cudaGraphInstantiate(&s->graph[sample][n], g, 0);
 	cudaGraphDestroy(g);
 	if (ce != cudaSuccess) {
-		s->graph[n] = NULL;
+		s->graph[sample][n] = NULL;
 		return rt_fail(s, err, "instantiating the decode step", ce);
 	}
 	return 0;
 }
 
-static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t *tokens, float *logits,
-		      struct mt_err *err)
+/* a decode step: the inputs checked and staged, the graph (captured the first time) or
+ * the launches, and the wait; sp and u with sample */
+static int run_step(struct mt_infer *e, int n, const int *slots, const int32_t *tokens,
+		    const struct mt_sample_params *sp, const double *u, int sample, struct mt_err *err)
 {
 	struct gpu *s = e->state;
-	int32_t *tok = s->h_dec, *slot = tok + e->max_batch, *pos = slot + e->max_batch;
+	struct dec_in h = dec_at(s->h_dec, e->max_batch);
 	void *prev = mt_cuda_stream();
 	int rc = 0;
 
@@ -568,14 +802,33 @@ static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t
 		return mt_err_set(err, MT_EXIT_IO, "CUDA inference engine: unusable after an earlier failure");
 	if (mt_infer_check_decode(e, n, slots, tokens, s->pos, err))
 		return -1;
+	if (sample && mt_sample_check(sp, err))
+		return -1;
 	for (int k = 0; k < n; k++) {
 		int sl = slots ? slots[k] : k;
-		tok[k] = tokens[k];
-		slot[k] = sl;
-		pos[k] = s->pos[sl];
+		h.tok[k] = tokens[k];
+		h.slot[k] = sl;
+		h.pos[k] = s->pos[sl];
+		if (sample)
+			h.u[k] = u[k];
+	}
+	if (sample) {
+		h.sp->temperature = sp->temperature;
+		h.sp->top_p = sp->top_p;
+		h.sp->top_k = sp->top_k;
+		h.sp->pad = 0;
 	}
 	mt_cuda_set_stream(s->st);
-	if (s->use_graphs && !s->graph[n] && capture(s, e, n, err)) {
+	if (s->use_graphs && !s->graph[sample][n] && s->pdl && capture(s, e, n, sample, err)) {
+		/* a driver that cannot capture programmatic dependences: without them */
+		mt_warn("CUDA inference engine: no CUDA graph of the decode step with programmatic dependent launch (%s): "
+			"launching without it",
+			err->msg);
+		cudaGetLastError();
+		s->pdl = 0;
+		s->failed = 0;
+	}
+	if (s->use_graphs && !s->graph[sample][n] && capture(s, e, n, sample, err)) {
 		/* launched one by one from now on, as MT_CUDA_GRAPHS=0 */
 		mt_warn("CUDA inference engine: no CUDA graph for the decode step (%s): launching its kernels one by one",
 			err->msg);
@@ -584,11 +837,11 @@ static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t
 		s->failed = 0;
 	}
 	if (s->use_graphs) {
-		cudaError_t ce = cudaGraphLaunch(s->graph[n], s->st);
+		cudaError_t ce = cudaGraphLaunch(s->graph[sample][n], s->st);
 		if (ce != cudaSuccess)
 			rc = rt_fail(s, err, "launching the decode step", ce);
 	} else {
-		rc = step(s, e, n, err);
+		rc = step(s, e, n, sample, err);
 	}
 	if (!rc) {
 		cudaError_t ce = cudaStreamSynchronize(s->st);
@@ -598,26 +851,51 @@ static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t
 	mt_cuda_set_stream(prev);
 	if (rc)
 		return -1;
-	memcpy(logits, s->h_logits, (size_t)n * (size_t)s->V * sizeof(float));
 	for (int k = 0; k < n; k++)
-		s->pos[slot[k]]++;
+		s->pos[h.slot[k]]++;
+	return 0;
+}
+
+static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t *tokens, float *logits,
+		      struct mt_err *err)
+{
+	struct gpu *s = e->state;
+
+	if (run_step(e, n, slots, tokens, NULL, NULL, 0, err))
+		return -1;
+	memcpy(logits, s->h_logits, (size_t)n * (size_t)s->V * sizeof(float));
+	return 0;
+}
+
+static int gpu_decode_sample(struct mt_infer *e, int n, const int *slots, const int32_t *tokens,
+			     const struct mt_sample_params *sp, const double *u, int32_t *next, struct mt_err *err)
+{
+	struct gpu *s = e->state;
+
+	if (run_step(e, n, slots, tokens, sp, u, 1, err))
+		return -1;
+	memcpy(next, s->h_ids, (size_t)n * sizeof(int32_t));
 	return 0;
 }
 
 /* One prefill of max_batch one-token prompts, then decode steps of max_batch rows and of
- * one: the kernels' modules load, cuBLASLt picks its algorithms and the two most used
- * decode graphs are captured here rather than in the first request. The slots are
- * empty again afterwards. */
+ * one, giving logits and sampled ids: the kernels' modules load, cuBLASLt picks its
+ * algorithms and the four most used decode graphs are captured here rather than in the
+ * first request. Slot 0 holds the most tokens; every step needs room there. The slots
+ * are empty again afterwards. */
 static int warm_up(struct mt_infer *e, struct mt_err *err)
 {
 	struct gpu *s = e->state;
 	int B = e->max_batch, rc = -1;
-	int32_t *tok = calloc((size_t)B, sizeof(int32_t));
+	int32_t *tok = calloc((size_t)B, sizeof(int32_t)), *ids = malloc((size_t)B * sizeof(int32_t));
 	int *len = malloc((size_t)B * sizeof(int));
 	const int32_t **tp = malloc((size_t)B * sizeof(*tp));
 	float *z = malloc((size_t)B * (size_t)s->V * sizeof(float));
+	double *u = calloc((size_t)B, sizeof(double));
+	struct mt_sample_params greedy = { 0, 0, 0 };
+	int rows[4] = { B, B, 1, 1 };
 
-	if (!tok || !len || !tp || !z) {
+	if (!tok || !ids || !len || !tp || !z || !u) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
 		goto out;
 	}
@@ -625,17 +903,24 @@ static int warm_up(struct mt_infer *e, struct mt_err *err)
 		len[i] = 1;
 		tp[i] = tok + i;
 	}
-	if (gpu_prefill(e, B, NULL, tp, len, z, NULL, err) ||
-	    (e->max_len > 1 && gpu_decode(e, B, NULL, tok, z, err)) ||
-	    (e->max_len > 2 && B > 1 && gpu_decode(e, 1, NULL, tok, z, err)))
+	if (gpu_prefill(e, B, NULL, tp, len, z, NULL, err))
 		goto out;
+	for (int k = 0; k < 4; k++) {
+		if (s->pos[0] >= e->max_len || (k >= 2 && B == 1))
+			break;
+		if (k % 2 ? gpu_decode_sample(e, rows[k], NULL, tok, &greedy, u, ids, err)
+			  : gpu_decode(e, rows[k], NULL, tok, z, err))
+			goto out;
+	}
 	memset(s->pos, 0, (size_t)B * sizeof(int));
 	rc = 0;
 out:
 	free(tok);
+	free(ids);
 	free(len);
 	free(tp);
 	free(z);
+	free(u);
 	return rc;
 }
 
@@ -671,6 +956,12 @@ static int gpu_decode(struct mt_infer *e, int n, const int *slots, const int32_t
 	(void)e, (void)n, (void)slots, (void)tokens, (void)logits;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA inference engine");
 }
+static int gpu_decode_sample(struct mt_infer *e, int n, const int *slots, const int32_t *tokens,
+			     const struct mt_sample_params *sp, const double *u, int32_t *next, struct mt_err *err)
+{
+	(void)e, (void)n, (void)slots, (void)tokens, (void)sp, (void)u, (void)next;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA inference engine");
+}
 static size_t gpu_bytes(const struct mt_infer *e)
 {
 	(void)e;
@@ -689,6 +980,7 @@ const struct mt_infer_ops mt_infer_cuda = {
 	.free = gpu_free,
 	.prefill = gpu_prefill,
 	.decode = gpu_decode,
+	.decode_sample = gpu_decode_sample,
 	.bytes = gpu_bytes,
 };
 
@@ -698,5 +990,6 @@ const struct mt_infer_ops mt_infer_cuda_fp32 = {
 	.free = gpu_free,
 	.prefill = gpu_prefill,
 	.decode = gpu_decode,
+	.decode_sample = gpu_decode_sample,
 	.bytes = gpu_bytes,
 };

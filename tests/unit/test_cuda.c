@@ -29,14 +29,17 @@
 #include "../../kernels/classifier.h"
 #include "../../kernels/classifier_score.h"
 #include "../../kernels/decode_attention.h"
+#include "../../kernels/decode_linear.h"
 #include "../../kernels/embed.h"
 #include "../../kernels/gelu.h"
 #include "../../kernels/matmul.h"
 #include "../../kernels/norm.h"
 #include "../../kernels/rope.h"
+#include "../../kernels/sampling.h"
 #include "../../kernels/swiglu.h"
 #include "../../kernels/tpsplit.h"
 #include "backend/backend.h"
+#include "infer/sample.h"
 #include "model/gpt.h"
 #include "model/optim.h"
 
@@ -220,8 +223,9 @@ static void test_decode_attention(enum mt_dtype dt, int np, int ng, int hd, int 
 	cudaMemcpy(dsp, slot, 3 * sizeof(int32_t), cudaMemcpyHostToDevice);
 	cudaMemcpy(dsp + 3, pos, 3 * sizeof(int32_t), cudaMemcpyHostToDevice);
 	cudaMalloc((void **)&scr, (size_t)mt_decode_attention_scratch(N, np, hd, ML) * sizeof(float));
-	ok(!mt_decode_attention(dt, y.d, qkv.d, kc.d, vc.d, dsp, dsp + 3, N, np, ng, hd, ML, scr), "decode attention runs %s",
-	   mt_cuda_error());
+	mt_decode_attention_reset(scr, N, np, hd, ML);
+	ok(!mt_decode_attention(dt, y.d, qkv.d, kc.d, vc.d, dsp, dsp + 3, N, np, ng, hd, ML, scr, N),
+	   "decode attention runs %s", mt_cuda_error());
 	fetch(&y);
 	for (int n = 0; n < N; n++)
 		for (int hh = 0; hh < np; hh++) {
@@ -247,9 +251,326 @@ static void test_decode_attention(enum mt_dtype dt, int np, int ng, int hd, int 
 		}
 	snprintf(what, sizeof(what), "decode attention (%d heads, %d groups, head size %d, %d positions)", np, ng, hd, ML);
 	CHECK(y.h, ref, (int64_t)N * np * hd, dt, what);
+	{
+		/* again: the split counters were left at zero, the combine order is fixed */
+		float *y1 = malloc((size_t)N * np * hd * 4);
+		memcpy(y1, y.h, (size_t)N * np * hd * 4);
+		cudaMemset(y.d, 0xff, (size_t)N * np * hd * esz(dt));
+		ok(!mt_decode_attention(dt, y.d, qkv.d, kc.d, vc.d, dsp, dsp + 3, N, np, ng, hd, ML, scr, N) &&
+			   (fetch(&y), !memcmp(y1, y.h, (size_t)N * np * hd * 4)),
+		   "%s: a second call gives the same bits", what);
+		free(y1);
+	}
 	drop(&qkv), drop(&kc), drop(&vc), drop(&y);
 	cudaFree(dsp), cudaFree(scr);
 	free(ref), free(sc);
+}
+
+/* sampling.cu against mt_sample (lib/infer/sample.c) on the same logits and uniform
+ * numbers: greedy, temperature, top-k (ties at the k-th included), top-p (the cut inside
+ * a run of ties), the padding past the vocabulary (huge logits there) never chosen; every
+ * id must agree, and a second run give the same ids */
+static void test_sample_rows(int64_t V, int64_t ld)
+{
+	enum { R = 12, NSET = 11 };
+	const struct mt_sample_params set[NSET] = {
+		{ 0, 0, 0 }, { 1, 1, 0 }, { 1, 0, 0 }, { 0.7, 0, 0 }, { 1, 40, 0 }, { 1.3, 2, 0 }, { 0.8, (int)V + 3, 0 },
+		{ 1, 0, 0.9 }, { 0.6, 0, 0.5 }, { 2, 0, 0.99 }, { 1, 0, 1 },
+	};
+	float *z = malloc((size_t)(R * ld) * 4), *dz;
+	double u[R], *du;
+	int32_t ids[R], ids2[R], *dids;
+	struct mt_sample_dev sp, *dsp;
+	struct mt_sampler smp;
+	struct mt_err err = { 0 };
+	int bad = 0, same = 1, first_bad = -1;
+
+	mt_sampler_init(&smp, V, &err);
+	for (int r = 0; r < R; r++)
+		for (int64_t v = 0; v < ld; v++) {
+			double x = urand() * 3;
+			if (v >= V)
+				x = 1e30; /* padding */
+			else if (r == 6)
+				x = 0.25; /* all equal */
+			else if (r == 7)
+				x = v == 3 ? 40 : x; /* one far ahead */
+			else if (r == 8)
+				x = v == 17 || v == V / 2 ? 9 : x; /* two equal maxima */
+			else if (r == 9)
+				x = (double)(v % 5) * 0.5; /* five values, thousands of ties each */
+			else if (r == 10 && v % 97 == 5)
+				x = -INFINITY;
+			z[r * ld + v] = (float)x;
+		}
+	cudaMalloc((void **)&dz, (size_t)(R * ld) * 4);
+	cudaMalloc((void **)&du, sizeof(u));
+	cudaMalloc((void **)&dids, sizeof(ids));
+	cudaMalloc((void **)&dsp, sizeof(sp));
+	cudaMemcpy(dz, z, (size_t)(R * ld) * 4, cudaMemcpyHostToDevice);
+	for (int k = 0; k < NSET; k++) {
+		sp.temperature = set[k].temperature;
+		sp.top_k = set[k].top_k;
+		sp.top_p = set[k].top_p;
+		sp.pad = 0;
+		for (int r = 0; r < R; r++)
+			u[r] = mt_sample_uniform(7, (uint64_t)r, (uint64_t)k);
+		cudaMemcpy(dsp, &sp, sizeof(sp), cudaMemcpyHostToDevice);
+		cudaMemcpy(du, u, sizeof(u), cudaMemcpyHostToDevice);
+		cudaMemset(dids, 0xff, sizeof(ids));
+		if (mt_sample_rows(dids, dz, ld, V, R, dsp, du)) {
+			ok(0, "sample_rows runs: %s", mt_cuda_error());
+			break;
+		}
+		cudaMemcpy(ids, dids, sizeof(ids), cudaMemcpyDeviceToHost);
+		cudaMemset(dids, 0xff, sizeof(ids));
+		mt_sample_rows(dids, dz, ld, V, R, dsp, du);
+		cudaMemcpy(ids2, dids, sizeof(ids), cudaMemcpyDeviceToHost);
+		same &= !memcmp(ids, ids2, sizeof(ids));
+		for (int r = 0; r < R; r++) {
+			int32_t want = mt_sample(&smp, z + r * ld, &set[k], u[r]);
+			if (ids[r] != want) {
+				if (first_bad < 0)
+					printf("#   vocabulary %lld, set %d (T %g, top-k %d, top-p %g), row %d: %d against %d\n",
+					       (long long)V, k, set[k].temperature, set[k].top_k, set[k].top_p, r, (int)ids[r], (int)want);
+				first_bad = k;
+				bad++;
+			}
+		}
+	}
+	ok(bad == 0, "sample_rows (vocabulary %lld of %lld): %d sets x %d rows equal mt_sample's ids (%d differ)",
+	   (long long)V, (long long)ld, NSET, R, bad);
+	ok(same, "sample_rows (vocabulary %lld): two runs give the same ids", (long long)V);
+	mt_sampler_free(&smp);
+	cudaFree(dz), cudaFree(du), cudaFree(dids), cudaFree(dsp);
+	free(z);
+}
+
+/* the norm of the references below: LayerNorm (nb may be NULL) or RMSNorm in double */
+static void ref_norm(double *y, const float *x, const float *nw, const float *nb, int rms, int IN)
+{
+	double mean = 0, var = 0;
+	if (!rms) {
+		for (int i = 0; i < IN; i++)
+			mean += x[i];
+		mean /= IN;
+	}
+	for (int i = 0; i < IN; i++)
+		var += (x[i] - mean) * (x[i] - mean);
+	var /= IN;
+	for (int i = 0; i < IN; i++)
+		y[i] = (x[i] - mean) / sqrt(var + 1e-5) * nw[i] + (nb ? nb[i] : 0);
+}
+
+/* decode_linear.cu, every epilogue but QKV: N rows of IN inputs (norm 0: none, 1:
+ * LayerNorm with bias, 2: RMSNorm), O outputs at a row stride ldo >= its width (the
+ * columns past it must stay untouched), with or without bias */
+static void test_dlin(enum mt_dtype dt, int epi, int N, int IN, int O, int norm, int bias, int ldo)
+{
+	static const char *en[] = { "store", "residual", "gelu", "swiglu", "fp32 logits" };
+	int width = epi == MT_DLIN_SWIGLU ? O / 2 : O;
+	enum mt_dtype odt = epi == MT_DLIN_F32 ? MT_F32 : dt;
+	struct buf x = mk(dt, (int64_t)N * IN, 1.5), W = mk(dt, (int64_t)O * IN, 0.2), b = mk(dt, O, 0.5);
+	struct buf nw = mk(dt, IN, 1), nb = mk(dt, IN, 0.3);
+	struct buf o = epi == MT_DLIN_RESID ? mk(dt, (int64_t)N * ldo, 2) : out(odt, (int64_t)N * ldo);
+	float *o0 = malloc((size_t)N * ldo * 4), *got = malloc((size_t)N * width * 4);
+	double *xin = malloc((size_t)IN * 8), *ref = malloc((size_t)N * width * 8), *acc = malloc((size_t)O * 8);
+	struct mt_dlin a = { 0 };
+	char what[160];
+	int untouched = 1;
+
+	memcpy(o0, o.h, (size_t)N * ldo * 4);
+	a.x = x.d;
+	a.ldx = IN;
+	if (norm) {
+		a.norm_w = nw.d;
+		a.norm_b = norm == 1 ? nb.d : NULL;
+		a.rms = norm == 2;
+		a.eps = 1e-5f;
+	}
+	a.W = W.d;
+	a.bias = bias ? b.d : NULL;
+	a.epi = epi;
+	a.out = o.d;
+	a.ldo = ldo;
+	snprintf(what, sizeof(what), "decode linear %s (%d rows, %d -> %d%s%s)", en[epi], N, IN, O,
+		 norm == 1 ? ", LayerNorm" : norm == 2 ? ", RMSNorm" : "", bias ? ", bias" : "");
+	ok(!mt_decode_linear(dt, &a, N, IN, O), "%s runs %s", what, mt_cuda_error());
+	fetch(&o);
+	for (int n = 0; n < N; n++) {
+		if (norm)
+			ref_norm(xin, x.h + (int64_t)n * IN, nw.h, norm == 1 ? nb.h : NULL, norm == 2, IN);
+		else
+			for (int i = 0; i < IN; i++)
+				xin[i] = x.h[(int64_t)n * IN + i];
+		for (int j = 0; j < O; j++) {
+			double t = bias ? b.h[j] : 0;
+			for (int i = 0; i < IN; i++)
+				t += (double)W.h[(int64_t)j * IN + i] * xin[i];
+			acc[j] = t;
+		}
+		for (int j = 0; j < width; j++) {
+			double v = acc[j], r;
+			if (epi == MT_DLIN_RESID)
+				r = o0[(int64_t)n * ldo + j] + v;
+			else if (epi == MT_DLIN_GELU)
+				r = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+			else if (epi == MT_DLIN_SWIGLU)
+				r = v / (1 + exp(-v)) * acc[O / 2 + j];
+			else
+				r = v;
+			ref[(int64_t)n * width + j] = r;
+			got[(int64_t)n * width + j] = o.h[(int64_t)n * ldo + j];
+		}
+		for (int j = width; j < ldo; j++)
+			untouched &= epi == MT_DLIN_RESID ? o.h[(int64_t)n * ldo + j] == o0[(int64_t)n * ldo + j]
+							  : isnan(o.h[(int64_t)n * ldo + j]);
+	}
+	CHECK(got, ref, (int64_t)N * width, dt, what);
+	ok(untouched, "%s: columns past the output untouched", what);
+	drop(&x), drop(&W), drop(&b), drop(&nw), drop(&nb), drop(&o);
+	free(o0), free(got), free(xin), free(ref), free(acc);
+}
+
+/* decode_linear.cu's QKV epilogue: the norm of the rows (or of the embedding, written
+ * out), the product with its bias, rotary positions when rope, and the cache append at
+ * each row's slot and position; Megatron's head layout, grouped queries */
+static void test_dlin_qkv(enum mt_dtype dt, int N, int np, int ng, int hd, int rope, int embed, int rms)
+{
+	int IN = 64 + 32 * (hd / 32), per = np / ng, O = (np + 2 * ng) * hd, ML = 40, S = 5, Vt = 50;
+	int64_t ce = (int64_t)S * ng * ML * hd;
+	struct buf x = mk(dt, (int64_t)N * IN, 1.5), W = mk(dt, (int64_t)O * IN, 0.2), b = mk(dt, O, 0.5);
+	struct buf nw = mk(dt, IN, 1), nb = mk(dt, IN, 0.3), wte = mk(dt, (int64_t)Vt * IN, 1), wpe = mk(dt, (int64_t)ML * IN, 1);
+	struct buf o = out(dt, (int64_t)N * O), kc = out(dt, ce), vc = out(dt, ce), xo = out(dt, (int64_t)N * IN);
+	int32_t tok[32], slot[32], pos[32], *di;
+	float *cs = malloc((size_t)ML * hd * 4), *dcs, *gk = malloc((size_t)N * ng * hd * 8), *gv = gk + N * ng * hd;
+	double *xin = malloc((size_t)IN * 8), *ref = malloc((size_t)N * O * 8), *rk = malloc((size_t)N * ng * hd * 16);
+	double *rv = rk + N * ng * hd, *xr = malloc((size_t)N * IN * 8);
+	struct mt_dlin a = { 0 };
+	char what[160];
+	int rest_nan = 1;
+
+	for (int n = 0; n < N; n++) {
+		tok[n] = (n * 7 + 3) % Vt;
+		slot[n] = (n * 3 + 1) % S; /* rows share slots at different positions */
+		pos[n] = (n * 11 + 2) % ML;
+	}
+	for (int p = 0; p < ML; p++)
+		for (int i = 0; i < hd / 2; i++) {
+			double ang = p * pow(10000.0, -2.0 * i / hd);
+			cs[(p * hd / 2 + i) * 2] = (float)cos(ang), cs[(p * hd / 2 + i) * 2 + 1] = (float)sin(ang);
+		}
+	cudaMalloc((void **)&di, 3 * 32 * sizeof(int32_t));
+	cudaMemcpy(di, tok, sizeof(tok), cudaMemcpyHostToDevice);
+	cudaMemcpy(di + 32, slot, sizeof(slot), cudaMemcpyHostToDevice);
+	cudaMemcpy(di + 64, pos, sizeof(pos), cudaMemcpyHostToDevice);
+	cudaMalloc((void **)&dcs, (size_t)ML * hd * 4);
+	cudaMemcpy(dcs, cs, (size_t)ML * hd * 4, cudaMemcpyHostToDevice);
+	a.x = x.d;
+	a.ldx = IN;
+	a.norm_w = nw.d;
+	a.norm_b = rms ? NULL : nb.d;
+	a.rms = rms;
+	a.eps = 1e-5f;
+	if (embed) {
+		a.tok = di;
+		a.wte = wte.d;
+		a.wpe = rope ? NULL : wpe.d;
+		a.x_out = xo.d;
+	}
+	a.W = W.d;
+	a.bias = rms ? NULL : b.d;
+	a.epi = MT_DLIN_QKV;
+	a.out = o.d;
+	a.ldo = O;
+	a.kc = kc.d;
+	a.vc = vc.d;
+	a.slot = di + 32;
+	a.pos = di + 64;
+	a.cs = rope ? dcs : NULL;
+	a.np = np;
+	a.ng = ng;
+	a.hd = hd;
+	a.max_len = ML;
+	snprintf(what, sizeof(what), "decode linear qkv (%d rows, %d heads, %d groups, head size %d%s%s, %s)", N, np, ng,
+		 hd, rope ? ", rope" : "", embed ? ", embedding" : "", rms ? "RMSNorm" : "LayerNorm, bias");
+	ok(!mt_decode_linear(dt, &a, N, IN, O), "%s runs %s", what, mt_cuda_error());
+	fetch(&o), fetch(&kc), fetch(&vc), fetch(&xo);
+	for (int n = 0; n < N; n++) {
+		float *row = malloc((size_t)IN * 4);
+		for (int i = 0; i < IN; i++) {
+			double v = embed ? (double)wte.h[(int64_t)tok[n] * IN + i] + (rope ? 0 : wpe.h[(int64_t)pos[n] * IN + i])
+					 : x.h[(int64_t)n * IN + i];
+			xr[(int64_t)n * IN + i] = v;
+			row[i] = (float)v;
+		}
+		ref_norm(xin, row, nw.h, rms ? NULL : nb.h, rms, IN);
+		free(row);
+		for (int j = 0; j < O; j++) {
+			double t = rms ? 0 : b.h[j];
+			for (int i = 0; i < IN; i++)
+				t += (double)W.h[(int64_t)j * IN + i] * xin[i];
+			ref[(int64_t)n * O + j] = t;
+		}
+		for (int hb = 0; hb < O / hd; hb++) {
+			int gi = hb / (per + 2), r = hb % (per + 2);
+			double *hr = ref + (int64_t)n * O + (int64_t)hb * hd;
+			if (rope && r <= per)
+				for (int i = 0; i < hd / 2; i++) {
+					double c = cs[(pos[n] * hd / 2 + i) * 2], sn = cs[(pos[n] * hd / 2 + i) * 2 + 1];
+					double x1 = hr[i], x2 = hr[i + hd / 2];
+					hr[i] = x1 * c - x2 * sn;
+					hr[i + hd / 2] = x2 * c + x1 * sn;
+				}
+			if (r >= per)
+				for (int d = 0; d < hd; d++) {
+					int64_t at = (((int64_t)slot[n] * ng + gi) * ML + pos[n]) * hd + d;
+					(r == per ? rk : rv)[((int64_t)n * ng + gi) * hd + d] = hr[d];
+					(r == per ? gk : gv)[((int64_t)n * ng + gi) * hd + d] = (r == per ? kc : vc).h[at];
+				}
+		}
+	}
+	CHECK(o.h, ref, (int64_t)N * O, dt, what);
+	CHECK(gk, rk, (int64_t)N * ng * hd, dt, "  its keys in the cache");
+	CHECK(gv, rv, (int64_t)N * ng * hd, dt, "  its values in the cache");
+	if (embed)
+		CHECK(xo.h, xr, (int64_t)N * IN, dt, "  the embedding written out");
+	/* the cache positions no row wrote stay NaN */
+	for (int sl = 0; sl < S; sl++)
+		for (int p = 0; p < ML; p++) {
+			int hit = 0;
+			for (int n = 0; n < N; n++)
+				hit |= slot[n] == sl && pos[n] == p;
+			if (!hit)
+				for (int gi = 0; gi < ng; gi++)
+					rest_nan &= isnan(kc.h[(((int64_t)sl * ng + gi) * ML + p) * hd]) &&
+						    isnan(vc.h[(((int64_t)sl * ng + gi) * ML + p) * hd + hd - 1]);
+		}
+	ok(rest_nan, "%s: the rest of the cache untouched", what);
+	drop(&x), drop(&W), drop(&b), drop(&nw), drop(&nb), drop(&wte), drop(&wpe), drop(&o), drop(&kc), drop(&vc), drop(&xo);
+	cudaFree(di), cudaFree(dcs);
+	free(cs), free(gk), free(xin), free(ref), free(rk), free(xr);
+}
+
+static void test_dlin_refuses(void)
+{
+	struct mt_dlin a = { 0 };
+	void *p;
+	cudaMalloc(&p, 1 << 16);
+	a.x = p;
+	a.ldx = 100;
+	a.W = p;
+	a.out = p;
+	a.ldo = 48;
+	ok(!mt_decode_linear_fits(MT_BF16, &a, 1, 100, 48) && strstr(mt_cuda_error(), "multiple of 32"),
+	   "decode linear refuses 100 inputs: %s", mt_cuda_error());
+	a.ldx = 96;
+	ok(!mt_decode_linear_fits(MT_BF16, &a, 33, 96, 48) && mt_decode_linear(MT_BF16, &a, 33, 96, 48) != 0,
+	   "decode linear refuses 33 rows: %s", mt_cuda_error());
+	a.W = (char *)p + 2;
+	ok(!mt_decode_linear_fits(MT_BF16, &a, 1, 96, 48) && strstr(mt_cuda_error(), "aligned"),
+	   "decode linear refuses misaligned weights: %s", mt_cuda_error());
+	cudaFree(p);
 }
 
 static void test_norm(enum mt_dtype dt, int rms, int64_t h)
@@ -1082,6 +1403,20 @@ int main(void)
 		test_decode_attention(dt, 4, 4, 16, 150);
 		test_decode_attention(dt, 6, 2, 64, 300);
 		test_decode_attention(dt, 2, 1, 128, 64);
+		test_decode_attention(dt, 4, 2, 32, 700); /* eleven splits */
+		test_decode_attention(dt, 2, 2, 8, 90);
+		test_dlin(dt, MT_DLIN_STORE, 1, 96, 48, 0, 1, 48);
+		test_dlin(dt, MT_DLIN_RESID, 32, 256, 80, 0, 1, 96);
+		test_dlin(dt, MT_DLIN_GELU, 5, 128, 64, 1, 1, 64);
+		test_dlin(dt, MT_DLIN_SWIGLU, 17, 64, 96, 2, 0, 48);
+		test_dlin(dt, MT_DLIN_F32, 9, 192, 336, 1, 0, 352);
+		test_dlin(dt, MT_DLIN_RESID, 3, 3072, 32, 0, 1, 32); /* long rows: several batches of chunks a warp */
+		test_dlin(dt, MT_DLIN_F32, 2, 64, 12800, 1, 0, 12800); /* more tiles than blocks: each takes several */
+		test_dlin_qkv(dt, 3, 4, 2, 32, 1, 1, 1);
+		test_dlin_qkv(dt, 20, 6, 2, 64, 1, 0, 0);
+		test_dlin_qkv(dt, 2, 2, 2, 128, 1, 0, 1);
+		test_dlin_qkv(dt, 8, 4, 4, 16, 0, 1, 0);
+		test_dlin_qkv(dt, 32, 2, 1, 16, 1, 1, 1);
 		test_norm(dt, 0, 200); /* 16-byte loads */
 		test_norm(dt, 1, 200);
 		test_norm(dt, 0, 203); /* element loads */
@@ -1113,6 +1448,9 @@ int main(void)
 	test_attention(MT_F16, 1, 200, 4, 2, 128);
 	test_adamw();
 	test_classifier_score_refuses();
+	test_dlin_refuses();
+	test_sample_rows(1001, 1001);
+	test_sample_rows(50257, 50304);
 	mt_lt_destroy(lt);
 	cudaFree(ws);
 	test_model(0, MT_PREC_FP32, 0);

@@ -12,7 +12,12 @@
  * splits of the decode attention; then two slots get new prompts (one longer than what
  * the slot held) and all four decode again, replaying the graphs with new inputs. Both
  * engines are fed the same tokens (the CPU's argmax), and every output is poisoned
- * (NaN) before each call. Errors: logits max|gpu - cpu| / max|cpu| per call,
+ * (NaN) before each call. Decode steps of up to 32 rows run the fused kernels
+ * (kernels/decode_linear.cu); a fourth engine with MT_DECODE_FUSED=0 runs them on the
+ * prefill's kernels (the path of larger batches) and is held to the same limits. A
+ * fifth engine takes the same steps through decode_sample (greedy, temperature, top-k,
+ * top-p in turn): its ids must be mt_sample's on the graph engine's logits (the same
+ * kernels on the same inputs: the same logits). Errors: logits max|gpu - cpu| / max|cpu| per call,
  * log-probabilities |gpu - cpu| / max(1, |cpu|). Limits: fp32 1e-4 (summation order
  * only; cuBLASLt computes fp32 without TF32), bf16 5e-2 (weights, activations and
  * cache rounded to bf16, 2^-9 relative each, through two layers). A third engine with
@@ -24,6 +29,7 @@
 #include <string.h>
 
 #include "infer/infer.h"
+#include "infer/sample.h"
 #include "tap.h"
 
 #ifdef MT_HAVE_CUDA
@@ -89,12 +95,16 @@ static void check(int llama, int fp32)
 	double lim = fp32 ? 1e-4 : 5e-2, w_pre = 0, w_lp = 0, w_dec = 0, w_re = 0;
 	struct mt_config c;
 	struct mt_params t;
-	struct mt_infer ce, ge, ne; /* CPU, GPU, GPU without graphs */
+	struct mt_infer ce, ge, ne, fe, se; /* CPU, GPU, GPU without graphs, without the fused kernels, sampling */
+	const struct mt_sample_params sps[4] = { { 0, 0, 0 }, { 0.9, 0, 0 }, { 1, 7, 0 }, { 0.8, 0, 0.8 } };
+	struct mt_sampler smp;
+	double w_unf = 0;
+	int ids_same = 1;
 	struct mt_err err = { 0 };
 	int lens[NS] = { 37, 1, 90, 64 }, slots[NS] = { 2, 0, 3, 1 }, stop[NS] = { 20, 5, 12, 20 };
 	int32_t *tok[NS], next[NS];
 	const int32_t *tp[NS];
-	float *lpc[NS], *lpg[NS], *lpn[NS], *zc, *zg, *zn, *w;
+	float *lpc[NS], *lpg[NS], *lpn[NS], *zc, *zg, *zn, *zf, *w;
 	int64_t V, vocab;
 	int steps = 0, graphs_same = 1, ok_calls = 1;
 
@@ -122,6 +132,8 @@ static void check(int llama, int fp32)
 	zc = malloc((size_t)(NS * V) * sizeof(float));
 	zg = malloc((size_t)(NS * V) * sizeof(float));
 	zn = malloc((size_t)(NS * V) * sizeof(float));
+	zf = malloc((size_t)(NS * V) * sizeof(float));
+	mt_sampler_init(&smp, vocab, &err);
 	if (mt_infer_cpu.init(&ce, &c, &t, w, NS, ML, &err) || gops->init(&ge, &c, &t, w, NS, ML, &err)) {
 		ok(0, "%s: engine init: %s", name, err.msg);
 		return;
@@ -132,6 +144,16 @@ static void check(int llama, int fp32)
 		return;
 	}
 	unsetenv("MT_CUDA_GRAPHS");
+	setenv("MT_DECODE_FUSED", "0", 1);
+	if (gops->init(&fe, &c, &t, w, NS, ML, &err)) {
+		ok(0, "%s: engine init without the fused decode kernels: %s", name, err.msg);
+		return;
+	}
+	unsetenv("MT_DECODE_FUSED");
+	if (gops->init(&se, &c, &t, w, NS, ML, &err)) {
+		ok(0, "%s: engine init for decode_sample: %s", name, err.msg);
+		return;
+	}
 	ok(ge.ops->bytes(&ge) >= mt_infer_cuda_cache_bytes(&ge) &&
 		   mt_infer_cuda_cache_bytes(&ge) >= mt_infer_cache_bytes(&c, NS, ML) / (fp32 ? 1 : 2),
 	   "%s: bytes() %zu holds the cache of %zu", name, ge.ops->bytes(&ge), mt_infer_cuda_cache_bytes(&ge));
@@ -148,6 +170,8 @@ static void check(int llama, int fp32)
 	ok_calls &= ce.ops->prefill(&ce, NS, slots, tp, lens, zc, lpc, &err) == 0;
 	ok_calls &= ge.ops->prefill(&ge, NS, slots, tp, lens, zg, lpg, &err) == 0;
 	ok_calls &= ne.ops->prefill(&ne, NS, slots, tp, lens, zn, lpn, &err) == 0;
+	ok_calls &= fe.ops->prefill(&fe, NS, slots, tp, lens, zf, NULL, &err) == 0;
+	ok_calls &= se.ops->prefill(&se, NS, slots, tp, lens, zf, NULL, &err) == 0;
 	if (!ok(ok_calls, "%s: prefill of prompts of 37, 1, 90 and 64 tokens: %s", name, err.msg))
 		return;
 	w_pre = relerr(zg, zc, NS * V);
@@ -188,11 +212,31 @@ static void check(int llama, int fp32)
 			ok_calls &= ce.ops->decode(&ce, n, sl, tk, zc, &err) == 0;
 			ok_calls &= ge.ops->decode(&ge, n, sl, tk, zg, &err) == 0;
 			ok_calls &= ne.ops->decode(&ne, n, sl, tk, zn, &err) == 0;
+			poison(zf, (size_t)(n * V));
+			ok_calls &= fe.ops->decode(&fe, n, sl, tk, zf, &err) == 0;
+			{
+				const struct mt_sample_params *sp = &sps[it % 4];
+				double u[NS];
+				int32_t ids[NS];
+				for (int k = 0; k < n; k++)
+					u[k] = mt_sample_uniform(3, (uint64_t)sl[k], (uint64_t)it);
+				ok_calls &= se.ops->decode_sample(&se, n, sl, tk, sp, u, ids, &err) == 0;
+				for (int k = 0; k < n && ok_calls; k++)
+					if (ids[k] != mt_sample(&smp, zg + k * V, sp, u[k])) {
+						if (ids_same)
+							printf("#   step %d row %d (T %g, top-k %d, top-p %g): %d against %d\n", it, k,
+							       sp->temperature, sp->top_k, sp->top_p, (int)ids[k],
+							       (int)mt_sample(&smp, zg + k * V, sp, u[k]));
+						ids_same = 0;
+					}
+			}
 			if (!ok_calls)
 				break;
 			for (int k = 0; k < n; k++) {
 				double d = relerr(zg + k * V, zc + k * V, V);
 				w_dec = d > w_dec ? d : w_dec;
+				d = relerr(zf + k * V, zc + k * V, V);
+				w_unf = d > w_unf ? d : w_unf;
 				next[act[k]] = argmax(zc + k * V, vocab);
 			}
 			graphs_same &= relerr(zn, zg, n * V) == 0;
@@ -201,6 +245,9 @@ static void check(int llama, int fp32)
 	}
 	ok(ok_calls, "%s: %d decode steps of 4, 3 and 2 ragged slots: %s", name, steps, err.msg);
 	ok(w_dec <= lim, "%s: decode logits, relative error %.3g (limit %g)", name, w_dec, lim);
+	ok(w_unf <= lim, "%s: decode logits on the prefill's kernels (MT_DECODE_FUSED=0), relative error %.3g (limit %g)",
+	   name, w_unf, lim);
+	ok(ids_same, "%s: decode_sample's ids (greedy, temperature, top-k, top-p) are mt_sample's on the same logits", name);
 
 	/* new prompts in two slots (slot 0 held 1 + 5 tokens, now 50; slot 2 held 37 + 20,
 	 * now 3), then every slot decodes again */
@@ -257,6 +304,10 @@ static void check(int llama, int fp32)
 	ce.ops->free(&ce);
 	ge.ops->free(&ge);
 	ne.ops->free(&ne);
+	fe.ops->free(&fe);
+	se.ops->free(&se);
+	mt_sampler_free(&smp);
+	free(zf);
 	for (int s = 0; s < NS; s++) {
 		free(tok[s]);
 		free(lpc[s]);
