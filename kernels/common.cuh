@@ -54,21 +54,22 @@ __device__ __forceinline__ float warp_max(float v)
 // 16 bytes of T (8 bf16/fp16 or 4 fp32) as floats: one int4 load or store
 template <typename T> struct vec16 {
 	static constexpr int N = 16 / sizeof(T);
-	__device__ __forceinline__ static void load(float *f, const T *p)
+	__device__ __forceinline__ static void unpack(float *f, int4 raw)
 	{
-		int4 raw = *(const int4 *)p;
 		const T *e = (const T *)&raw;
 		for (int k = 0; k < N; k++)
 			f[k] = to_f(e[k]);
 	}
-	__device__ __forceinline__ static void store(T *p, const float *f)
+	__device__ __forceinline__ static int4 pack(const float *f)
 	{
 		int4 raw;
 		T *e = (T *)&raw;
 		for (int k = 0; k < N; k++)
 			e[k] = from_f<T>(f[k]);
-		*(int4 *)p = raw;
+		return raw;
 	}
+	__device__ __forceinline__ static void load(float *f, const T *p) { unpack(f, *(const int4 *)p); }
+	__device__ __forceinline__ static void store(T *p, const float *f) { *(int4 *)p = pack(f); }
 };
 
 // call F<T>(args...) for the element type named by dt

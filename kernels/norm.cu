@@ -2,8 +2,10 @@
 // bias and linear-bias gradients (see norm.h).
 //
 // Forward and the input gradient: one warp per row, fp32 sums. Parameter gradients:
-// column sums in two passes: blocks of 32 columns x ROW_CHUNKS row ranges each write
-// a partial sum (8 row-lanes summed in order), then one pass adds the partials in order.
+// column sums in two passes: blocks of 32 columns (32 vectors of columns) x ROW_CHUNKS
+// row ranges each write a partial sum (8 row-lanes summed in order), then one pass adds
+// the partials in a fixed order. Every partition depends on the shapes alone, so the
+// sums are the same bits run to run.
 #include "norm.h"
 
 #include "common.cuh"
@@ -73,9 +75,9 @@ __global__ void norm_bwd_dx_k(T *dx, int accumulate, const T *dout, const T *x, 
 	}
 }
 
-// partial column sums: part[chunk][2][h]: of dout * xhat (x non-NULL) or of dout, and of dout
+// partial column sums: p1[chunk][h] of dout * xhat (x non-NULL), p2[chunk][h] of dout
 template <typename T>
-__global__ void colsum_part_k(float *part, const T *dout, const T *x, const float *stats, int64_t N, int h)
+__global__ void colsum_part_k(float *p1, float *p2, const T *dout, const T *x, const float *stats, int64_t N, int h)
 {
 	__shared__ float s1[8][33], s2[8][33];
 	int c = blockIdx.x * 32 + threadIdx.x, ty = threadIdx.y;
@@ -98,28 +100,49 @@ __global__ void colsum_part_k(float *part, const T *dout, const T *x, const floa
 			t1 += s1[k][threadIdx.x];
 			t2 += s2[k][threadIdx.x];
 		}
-		part[((int64_t)blockIdx.y * 2) * h + c] = t1;
-		part[((int64_t)blockIdx.y * 2 + 1) * h + c] = t2;
+		if (x)
+			p1[(int64_t)blockIdx.y * h + c] = t1;
+		p2[(int64_t)blockIdx.y * h + c] = t2;
 	}
 }
 
-__global__ void colsum_final_k(float *d1, float *d2, const float *part, int nchunk, int h)
+// d[c] += sum over k < n of p[k][c], for up to three (d, p) pairs (blockIdx.y picks one; a
+// NULL d is skipped): a block takes 32 columns, its 32 row-lanes every 32nd partial each,
+// then the lanes' sums in order
+#define FINAL_LANES 32
+__global__ void __launch_bounds__(32 * FINAL_LANES) colsum_final_k(float *d1, float *d2, float *d3, const float *p1,
+								   const float *p2, const float *p3, int n, int h)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	float t1 = 0, t2 = 0;
+	__shared__ float sh[FINAL_LANES][33];
+	int c = blockIdx.x * 32 + threadIdx.x, ty = threadIdx.y;
+	float *d = blockIdx.y == 0 ? d1 : blockIdx.y == 1 ? d2 : d3;
+	const float *p = blockIdx.y == 0 ? p1 : blockIdx.y == 1 ? p2 : p3;
+	float t = 0;
 
-	if (c >= h)
+	if (!d)
 		return;
-	for (int k = 0; k < nchunk; k++) {
-		t1 += part[(int64_t)(2 * k) * h + c];
-		t2 += part[(int64_t)(2 * k + 1) * h + c];
+	if (c < h) {
+#pragma unroll 4
+		for (int k = ty; k < n; k += FINAL_LANES)
+			t += p[(int64_t)k * h + c];
 	}
-	if (d1)
-		d1[c] += t1;
-	if (d2)
-		d2[c] += t2;
+	sh[ty][threadIdx.x] = t;
+	__syncthreads();
+	if (ty == 0 && c < h) {
+		for (int q = 1; q < FINAL_LANES; q++)
+			t += sh[q][threadIdx.x];
+		d[c] += t;
+	}
 }
 
+static int colsum_final(float *d1, float *d2, float *d3, const float *p1, const float *p2, const float *p3, int n,
+			int64_t h)
+{
+	colsum_final_k<<<dim3((unsigned)((h + 31) / 32), d3 ? 3 : 2), dim3(32, FINAL_LANES), 0, MT_STREAM>>>(
+		d1, d2, d3, p1, p2, p3, n, (int)h);
+	MT_LAUNCH_CHECK("colsum");
+	return 0;
+}
 
 // ---- vectorized forms: 16-byte loads, rows whose length is a multiple of the vector ----
 // (one warp per row; the row's second and third passes come from L1)
@@ -207,45 +230,77 @@ __global__ void norm_bwd_dx_v(T *dx, int accumulate, const T *dout, const T *x, 
 	}
 }
 
-// partial column sums, vectorized: a block covers 32 * V::N columns x one row range
-template <typename T>
-__global__ void colsum_part_v(float *part, const T *dout, const T *x, const float *stats, int64_t N, int h)
+// partial column sums, vectorized: a block covers 32 * V::N columns x one row range of
+// per rows, each of its 8 warps every 8th row, four rows' loads in flight at a time;
+// X: with the dout * xhat sums (p1) beside those of dout (p2)
+template <typename T, bool X>
+__global__ void __launch_bounds__(256) colsum_part_v(float *p1, float *p2, const T *dout, const T *x,
+						     const float *stats, int64_t N, int h, int64_t per)
 {
 	using V = vec16<T>;
-	__shared__ float s1[8][32 * V::N], s2[8][32 * V::N];
-	int c0 = (blockIdx.x * 32 + threadIdx.x) * V::N, ty = threadIdx.y;
-	int64_t per = (N + gridDim.y - 1) / gridDim.y, r0 = (int64_t)blockIdx.y * per, r1 = r0 + per < N ? r0 + per : N;
-	float a[V::N], bs[V::N], dv[V::N], xv[V::N];
+	constexpr int VN = V::N, U = 4;
+	__shared__ float sh[8][32 * VN];
+	int c0 = (blockIdx.x * 32 + threadIdx.x) * VN, ty = threadIdx.y;
+	int64_t r0 = (int64_t)blockIdx.y * per, r1 = r0 + per < N ? r0 + per : N;
+	float a[VN], bs[VN], f[VN], xf[VN];
 
-	for (int k = 0; k < V::N; k++)
+	for (int k = 0; k < VN; k++)
 		a[k] = bs[k] = 0;
-	if (c0 < h)
-		for (int64_t r = r0 + ty; r < r1; r += 8) {
-			V::load(dv, dout + r * h + c0);
-			if (x) {
+	if (c0 < h) {
+		int64_t r = r0 + ty;
+		for (; r + 8 * (U - 1) < r1; r += 8 * U) {
+			int4 dv[U], xv[U];
+			float mean[U], rstd[U];
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				dv[u] = *(const int4 *)(dout + (r + 8 * u) * h + c0);
+				if (X) {
+					xv[u] = *(const int4 *)(x + (r + 8 * u) * h + c0);
+					mean[u] = stats[2 * (r + 8 * u)];
+					rstd[u] = stats[2 * (r + 8 * u) + 1];
+				}
+			}
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				V::unpack(f, dv[u]);
+				if (X) {
+					V::unpack(xf, xv[u]);
+					for (int k = 0; k < VN; k++)
+						a[k] += f[k] * (xf[k] - mean[u]) * rstd[u];
+				}
+				for (int k = 0; k < VN; k++)
+					bs[k] += f[k];
+			}
+		}
+		for (; r < r1; r += 8) {
+			V::load(f, dout + r * h + c0);
+			if (X) {
 				float mean = stats[2 * r], rstd = stats[2 * r + 1];
-				V::load(xv, x + r * h + c0);
-				for (int k = 0; k < V::N; k++)
-					a[k] += dv[k] * (xv[k] - mean) * rstd;
+				V::load(xf, x + r * h + c0);
+				for (int k = 0; k < VN; k++)
+					a[k] += f[k] * (xf[k] - mean) * rstd;
 			}
-			for (int k = 0; k < V::N; k++)
-				bs[k] += dv[k];
+			for (int k = 0; k < VN; k++)
+				bs[k] += f[k];
 		}
-	for (int k = 0; k < V::N; k++) {
-		s1[ty][threadIdx.x * V::N + k] = a[k];
-		s2[ty][threadIdx.x * V::N + k] = bs[k];
 	}
-	__syncthreads();
-	if (ty == 0 && c0 < h)
-		for (int k = 0; k < V::N; k++) {
-			float t1 = 0, t2 = 0;
-			for (int q = 0; q < 8; q++) {
-				t1 += s1[q][threadIdx.x * V::N + k];
-				t2 += s2[q][threadIdx.x * V::N + k];
-			}
-			part[((int64_t)blockIdx.y * 2) * h + c0 + k] = t1;
-			part[((int64_t)blockIdx.y * 2 + 1) * h + c0 + k] = t2;
+	// the 8 row-lanes' sums in order, one array at a time
+	for (int q = X ? 0 : 1; q < 2; q++) {
+		float *src = q ? bs : a, *dst = q ? p2 : p1;
+		if (q == 1)
+			__syncthreads();
+		for (int k = 0; k < VN; k++)
+			sh[ty][threadIdx.x * VN + k] = src[k];
+		__syncthreads();
+		// 256 threads, 32 * VN columns: each thread VN / 8 columns (or one, fp32: 128 columns)
+		for (int j = ty * 32 + threadIdx.x; j < 32 * VN; j += 256) {
+			float t = 0;
+			for (int w = 0; w < 8; w++)
+				t += sh[w][j];
+			if (blockIdx.x * 32 * VN + j < h)
+				dst[(int64_t)blockIdx.y * h + blockIdx.x * 32 * VN + j] = t;
 		}
+	}
 }
 
 // whether rows of h elements of T can take 16-byte loads (base pointers are 16-byte aligned)
@@ -265,27 +320,34 @@ extern "C" int64_t mt_norm_scratch_floats(int64_t h)
 	return (int64_t)ROW_CHUNKS * 2 * h;
 }
 
+// d1 += sum over rows of dout * xhat (x non-NULL), d2 += sum over rows of dout (either
+// may be NULL): ROW_CHUNKS partial rows per sum in scratch, then the final pass
 template <typename T>
 static int colsum(float *d1, float *d2, const void *dout, const void *x, const float *stats, int64_t N, int64_t h,
 		  float *scratch)
 {
 	int chunks = N < ROW_CHUNKS ? (int)N : ROW_CHUNKS;
+	float *p1 = scratch, *p2 = scratch + (int64_t)chunks * h;
 
+	if (!x)
+		d1 = NULL;
 	if (vec_ok<T>(h, dout, x, NULL, NULL)) {
 		constexpr int VN = 16 / sizeof(T);
-		colsum_part_v<T><<<dim3((unsigned)((h + 32 * VN - 1) / (32 * VN)), (unsigned)chunks), dim3(32, 8), 0, MT_STREAM>>>(
-			scratch, (const T *)dout, (const T *)x, stats, N, (int)h);
+		dim3 grid((unsigned)((h + 32 * VN - 1) / (32 * VN)), (unsigned)chunks);
+		int64_t per = (N + chunks - 1) / chunks;
+		if (x)
+			colsum_part_v<T, true><<<grid, dim3(32, 8), 0, MT_STREAM>>>(p1, p2, (const T *)dout, (const T *)x, stats,
+										  N, (int)h, per);
+		else
+			colsum_part_v<T, false><<<grid, dim3(32, 8), 0, MT_STREAM>>>(p1, p2, (const T *)dout, NULL, NULL, N,
+										   (int)h, per);
 		MT_LAUNCH_CHECK("colsum");
-		colsum_final_k<<<(unsigned)((h + 255) / 256), 256, 0, MT_STREAM>>>(d1, d2, scratch, chunks, (int)h);
+	} else {
+		colsum_part_k<T><<<dim3((unsigned)((h + 31) / 32), (unsigned)chunks), dim3(32, 8), 0, MT_STREAM>>>(
+			p1, p2, (const T *)dout, (const T *)x, stats, N, (int)h);
 		MT_LAUNCH_CHECK("colsum");
-		return 0;
 	}
-	colsum_part_k<T><<<dim3((unsigned)((h + 31) / 32), (unsigned)chunks), dim3(32, 8), 0, MT_STREAM>>>(
-		scratch, (const T *)dout, (const T *)x, stats, N, (int)h);
-	MT_LAUNCH_CHECK("colsum");
-	colsum_final_k<<<(unsigned)((h + 255) / 256), 256, 0, MT_STREAM>>>(d1, d2, scratch, chunks, (int)h);
-	MT_LAUNCH_CHECK("colsum");
-	return 0;
+	return colsum_final(d1, d2, NULL, p1, p2, NULL, chunks, h);
 }
 
 template <typename T>
@@ -312,11 +374,11 @@ static int norm_bwd(void *dx, int accumulate, float *dw, float *db, const void *
 		norm_bwd_dx_v<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)dx, accumulate, (const T *)dout, (const T *)x,
 								     stats, (const T *)w, N, (int)h, rms);
 		MT_LAUNCH_CHECK("norm_bwd");
-		return colsum<T>(dw, db, dout, x, stats, N, h, scratch);
+	} else {
+		norm_bwd_dx_k<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)dx, accumulate, (const T *)dout, (const T *)x,
+								     stats, (const T *)w, N, (int)h, rms);
+		MT_LAUNCH_CHECK("norm_bwd");
 	}
-	norm_bwd_dx_k<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)dx, accumulate, (const T *)dout, (const T *)x, stats,
-							     (const T *)w, N, (int)h, rms);
-	MT_LAUNCH_CHECK("norm_bwd");
 	return colsum<T>(dw, db, dout, x, stats, N, h, scratch);
 }
 

@@ -317,6 +317,31 @@ static void test_norm(enum mt_dtype dt, int rms, int64_t h)
 	free(dx0), free(dw0), free(db0), free(ry), free(rdw), free(rdb);
 }
 
+/* a linear layer's bias gradient: db += the column sums of dout[N, O]; N = 9000 rows give
+ * the partial pass 36 rows a chunk (its four-row steps and a remainder), O = 264 a ragged
+ * last block of 16-byte columns, O = 203 element loads */
+static void test_bias_grad(enum mt_dtype dt, int64_t N, int64_t O)
+{
+	struct buf dy = mk(dt, N * O, 1), db = mk(MT_F32, O, 1);
+	double *r = malloc((size_t)O * 8);
+	float *scr;
+	char what[64];
+
+	cudaMalloc((void **)&scr, (size_t)mt_norm_scratch_floats(O) * 4);
+	for (int64_t i = 0; i < O; i++)
+		r[i] = db.h[i];
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < O; i++)
+			r[i] += dy.h[n * O + i];
+	ok(!mt_bias_grad(dt, db.d, dy.d, N, O, scr), "bias grad runs");
+	fetch(&db);
+	snprintf(what, sizeof(what), "linear bias grad %lld x %lld", (long long)N, (long long)O);
+	CHECK(db.h, r, O, dt == MT_F32 ? MT_F32 : MT_BF16, what);
+	cudaFree(scr);
+	drop(&dy), drop(&db);
+	free(r);
+}
+
 /* f = 70: the scalar SwiGLU kernels; f = 96: the 16-byte vector ones */
 static void test_act(enum mt_dtype dt, int64_t f)
 {
@@ -1086,6 +1111,8 @@ int main(void)
 		test_norm(dt, 1, 200);
 		test_norm(dt, 0, 203); /* element loads */
 		test_norm(dt, 1, 203);
+		test_bias_grad(dt, 9000, 264);
+		test_bias_grad(dt, 9000, 203);
 		test_act(dt, 70);
 		test_act(dt, 96);
 		test_rope_embed_classifier(dt);
