@@ -11,6 +11,11 @@
 #include "common.cuh"
 
 #define ROW_CHUNKS 256
+// rows held in registers (the forward): up to NV_MAX vectors a lane, h <= 1024 in
+// bf16/fp16, 512 in fp32
+#ifndef NV_MAX
+#define NV_MAX 4
+#endif
 
 template <typename T>
 __global__ void norm_fwd_k(T *out, float *stats, const T *x, const T *w, const T *b, int64_t N, int h, int rms,
@@ -303,6 +308,65 @@ __global__ void __launch_bounds__(256) colsum_part_v(float *p1, float *p2, const
 	}
 }
 
+// ---- rows in registers: a lane holds NV vectors of the row (h <= 32 * NV * V::N) ----
+
+// the forward: the row read once (the vectorized form above reads it three times, twice
+// from L1); the same sums in the same order
+template <typename T, int NV>
+__global__ void __launch_bounds__(256) norm_fwd_r(T *out, float *stats, const T *x, const T *w, const T *b, int64_t N,
+						  int h, int rms, float eps)
+{
+	using V = vec16<T>;
+	constexpr int VN = V::N;
+	int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	float mean = 0, var = 0, rstd, f[VN], wf[VN], bf[VN];
+	int4 xv[NV];
+
+	if (row >= N)
+		return;
+#pragma unroll
+	for (int j = 0; j < NV; j++)
+		if ((lane + 32 * j) * VN < h)
+			xv[j] = *(const int4 *)(x + row * h + (lane + 32 * j) * VN);
+	if (!rms) {
+#pragma unroll
+		for (int j = 0; j < NV; j++)
+			if ((lane + 32 * j) * VN < h) {
+				V::unpack(f, xv[j]);
+				for (int k = 0; k < VN; k++)
+					mean += f[k];
+			}
+		mean = warp_sum(mean) / (float)h;
+	}
+#pragma unroll
+	for (int j = 0; j < NV; j++)
+		if ((lane + 32 * j) * VN < h) {
+			V::unpack(f, xv[j]);
+			for (int k = 0; k < VN; k++)
+				var += (f[k] - mean) * (f[k] - mean);
+		}
+	var = warp_sum(var) / (float)h;
+	rstd = rsqrtf(var + eps);
+	if (lane == 0) {
+		stats[2 * row] = mean;
+		stats[2 * row + 1] = rstd;
+	}
+#pragma unroll
+	for (int j = 0; j < NV; j++) {
+		int i = (lane + 32 * j) * VN;
+		if (i < h) {
+			V::unpack(f, xv[j]);
+			V::load(wf, w + i);
+			if (b)
+				V::load(bf, b + i);
+			for (int k = 0; k < VN; k++)
+				f[k] = (f[k] - mean) * rstd * wf[k] + (b ? bf[k] : 0.0f);
+			V::store(out + row * h + i, f);
+		}
+	}
+}
+
 // whether rows of h elements of T can take 16-byte loads (base pointers are 16-byte aligned)
 template <typename T> static bool vec_ok(int64_t h, const void *p0, const void *p1, const void *p2, const void *p3)
 {
@@ -350,11 +414,34 @@ static int colsum(float *d1, float *d2, const void *dout, const void *x, const f
 	return colsum_final(d1, d2, NULL, p1, p2, NULL, chunks, h);
 }
 
+// the vectors a lane holds for rows of h (0: more than NV_MAX, the rows are not held)
+template <typename T> static int lane_vectors(int64_t h)
+{
+	int64_t nv = (h + 32 * (16 / sizeof(T)) - 1) / (32 * (16 / sizeof(T)));
+	return nv <= NV_MAX ? (int)nv : 0;
+}
+
+template <typename T, int NV>
+static int norm_fwd_regs(void *out, float *stats, const void *x, const void *w, const void *b, int64_t N, int64_t h,
+			 int rms, float eps)
+{
+	norm_fwd_r<T, NV><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)out, stats, (const T *)x, (const T *)w,
+									  (const T *)b, N, (int)h, rms, eps);
+	MT_LAUNCH_CHECK("norm_fwd");
+	return 0;
+}
+
 template <typename T>
 static int norm_fwd(void *out, float *stats, const void *x, const void *w, const void *b, int64_t N, int64_t h,
 		    int rms, float eps)
 {
 	if (vec_ok<T>(h, out, x, w, b)) {
+		switch (lane_vectors<T>(h)) {
+		case 1: return norm_fwd_regs<T, 1>(out, stats, x, w, b, N, h, rms, eps);
+		case 2: return norm_fwd_regs<T, 2>(out, stats, x, w, b, N, h, rms, eps);
+		case 3: return norm_fwd_regs<T, 3>(out, stats, x, w, b, N, h, rms, eps);
+		case 4: return norm_fwd_regs<T, 4>(out, stats, x, w, b, N, h, rms, eps);
+		}
 		norm_fwd_v<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)out, stats, (const T *)x, (const T *)w, (const T *)b,
 								  N, (int)h, rms, eps);
 		MT_LAUNCH_CHECK("norm_fwd");
