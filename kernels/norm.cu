@@ -379,9 +379,9 @@ template <typename T> static bool vec_ok(int64_t h, const void *p0, const void *
 	return true;
 }
 
-extern "C" int64_t mt_norm_scratch_floats(int64_t h)
+extern "C" int64_t mt_norm_scratch_floats(int64_t h, int64_t o)
 {
-	return (int64_t)ROW_CHUNKS * 2 * h;
+	return (int64_t)ROW_CHUNKS * 2 * (h > o ? h : o);
 }
 
 // d1 += sum over rows of dout * xhat (x non-NULL), d2 += sum over rows of dout (either
@@ -454,7 +454,7 @@ static int norm_fwd(void *out, float *stats, const void *x, const void *w, const
 }
 
 template <typename T>
-static int norm_bwd(void *dx, int accumulate, float *dw, float *db, const void *dout, const void *x,
+static int norm_bwd(void *dx, int accumulate, float *dw, float *db, float *ds, const void *dout, const void *x,
 		    const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch)
 {
 	if (vec_ok<T>(h, dx, dout, x, w)) {
@@ -466,7 +466,9 @@ static int norm_bwd(void *dx, int accumulate, float *dw, float *db, const void *
 								     stats, (const T *)w, N, (int)h, rms);
 		MT_LAUNCH_CHECK("norm_bwd");
 	}
-	return colsum<T>(dw, db, dout, x, stats, N, h, scratch);
+	if (colsum<T>(dw, db, dout, x, stats, N, h, scratch))
+		return -1;
+	return ds ? colsum<T>(NULL, ds, dx, NULL, NULL, N, h, scratch) : 0;
 }
 
 extern "C" int mt_norm_fwd(enum mt_dtype dt, void *out, float *stats, const void *x, const void *w, const void *b,
@@ -476,12 +478,12 @@ extern "C" int mt_norm_fwd(enum mt_dtype dt, void *out, float *stats, const void
 	return MT_DISPATCH(dt, norm_fwd, out, stats, x, w, b, N, h, rms, eps);
 }
 
-extern "C" int mt_norm_bwd(enum mt_dtype dt, void *dx, int accumulate, float *dw, float *db, const void *dout,
-			   const void *x, const float *stats, const void *w, int64_t N, int64_t h, int rms,
-			   float *scratch)
+extern "C" int mt_norm_bwd(enum mt_dtype dt, void *dx, int accumulate, float *dw, float *db, float *dsum,
+			   const void *dout, const void *x, const float *stats, const void *w, int64_t N, int64_t h,
+			   int rms, float *scratch)
 {
 	MT_REQUIRE(N > 0 && h > 0 && h < (1 << 30), "norm: bad shape %lld x %lld", (long long)N, (long long)h);
-	return MT_DISPATCH(dt, norm_bwd, dx, accumulate, dw, db, dout, x, stats, w, N, h, rms, scratch);
+	return MT_DISPATCH(dt, norm_bwd, dx, accumulate, dw, db, dsum, dout, x, stats, w, N, h, rms, scratch);
 }
 
 extern "C" int mt_bias_grad(enum mt_dtype dt, float *db, const void *dout, int64_t N, int64_t O, float *scratch)
