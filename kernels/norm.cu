@@ -1,20 +1,28 @@
 // norm.cu: LayerNorm/RMSNorm forward and backward, and the row sums of the weight,
 // bias and linear-bias gradients (see norm.h).
 //
-// Forward and the input gradient: one warp per row, fp32 sums. Parameter gradients:
-// column sums in two passes: blocks of 32 columns (32 vectors of columns) x ROW_CHUNKS
-// row ranges each write a partial sum (8 row-lanes summed in order), then one pass adds
-// the partials in a fixed order. Every partition depends on the shapes alone, so the
-// sums are the same bits run to run.
+// Forward and the input gradient: one warp per row, fp32 sums. Rows of up to 32 lanes x
+// NV_MAX 16-byte vectors are held in registers: the forward reads x once, and the
+// backward is one pass that writes dx and keeps the column sums (weight, bias, dx) per
+// warp in shared memory, a partial per block of rows. Wider rows, and the linear bias
+// gradients: column sums in a pass of their own: blocks of 32 columns (32 vectors of
+// columns) x ROW_CHUNKS row ranges each write a partial sum (8 row-lanes summed in
+// order). Then one pass adds the partials in a fixed order. Every partition depends on
+// the shapes alone, so the sums are the same bits run to run.
 #include "norm.h"
 
 #include "common.cuh"
 
 #define ROW_CHUNKS 256
-// rows held in registers (the forward): up to NV_MAX vectors a lane, h <= 1024 in
-// bf16/fp16, 512 in fp32
+// rows held in registers (the forward and the one-pass backward): up to NV_MAX vectors a
+// lane, h <= 1024 in bf16/fp16, 512 in fp32; the backward's blocks take NB_ROWS rows at
+// least and are NB_MAX at most
 #ifndef NV_MAX
 #define NV_MAX 4
+#endif
+#define NB_ROWS 32
+#ifndef NB_MAX
+#define NB_MAX 1024
 #endif
 
 template <typename T>
@@ -367,6 +375,109 @@ __global__ void __launch_bounds__(256) norm_fwd_r(T *out, float *stats, const T 
 	}
 }
 
+// the one-pass backward: a block takes per rows (its 8 warps every 8th), each row's x,
+// dout (and dx) read once into registers and the input gradient written; the column sums
+// of dout * xhat, of dout (DB) and of the new dx as stored (DS) go to each warp's own
+// region of shared memory (NA sums x W = 32 * NV * V::N floats: each lane its own
+// columns, so a warp's rows add in order and no two warps share a word), then the 8
+// warps' regions are added in order to part[sum][block][h]; colsum_final adds the
+// blocks' partials in order. Registers hold only the row: a lane's sums in registers as
+// well would spill at GPT-2's width (3 x 24 floats beside 36 registers of row).
+// acc[p * 32 * NV + lane + 32 * j] += v[4 p .. 4 p + 3]: a lane's vector j of sums, as
+// float4s (a warp's 32 lanes on 512 contiguous bytes)
+template <int NV, int VN> __device__ __forceinline__ void sm_add(float4 *acc, int lane, int j, const float *v)
+{
+#pragma unroll
+	for (int p = 0; p < VN / 4; p++) {
+		float4 a = acc[p * 32 * NV + lane + 32 * j];
+		a.x += v[4 * p], a.y += v[4 * p + 1], a.z += v[4 * p + 2], a.w += v[4 * p + 3];
+		acc[p * 32 * NV + lane + 32 * j] = a;
+	}
+}
+
+template <typename T, int NV, bool DB, bool DS>
+__global__ void __launch_bounds__(256, NV <= 3 ? 3 : 2) norm_bwd_r(T *dx, int accumulate, float *part, const T *dout, const T *x,
+						  const float *stats, const T *w, int64_t N, int h, int rms, int64_t per)
+{
+	using V = vec16<T>;
+	constexpr int VN = V::N, W = 32 * NV * VN, NA = 1 + DB + DS;
+	extern __shared__ float4 sm4[];
+	float *sm = (float *)sm4;
+	int wp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int64_t r0 = (int64_t)blockIdx.x * per, r1 = r0 + per < N ? r0 + per : N, nb = gridDim.x;
+	float4 *mine = sm4 + wp * NA * (W / 4);
+	float xf[VN], df[VN], wf[VN], of[VN], cw[VN], cb[VN];
+
+	for (int q = lane; q < NA * W / 4; q += 32)
+		mine[q] = make_float4(0, 0, 0, 0);
+	__syncwarp();
+	for (int64_t r = r0 + wp; r < r1; r += 8) {
+		float mean = stats[2 * r], rstd = stats[2 * r + 1], sdy = 0, sdyx = 0;
+		int4 xv[NV], dv[NV], ov[NV];
+#pragma unroll
+		for (int j = 0; j < NV; j++) {
+			int i = (lane + 32 * j) * VN;
+			if (i < h) {
+				xv[j] = *(const int4 *)(x + r * h + i);
+				dv[j] = *(const int4 *)(dout + r * h + i);
+				if (accumulate)
+					ov[j] = *(const int4 *)(dx + r * h + i);
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < NV; j++) {
+			int i = (lane + 32 * j) * VN;
+			if (i < h) {
+				V::unpack(xf, xv[j]);
+				V::unpack(df, dv[j]);
+				V::load(wf, w + i);
+				for (int k = 0; k < VN; k++) {
+					float xhat = (xf[k] - mean) * rstd, dy = df[k] * wf[k];
+					sdy += dy;
+					sdyx += dy * xhat;
+				}
+			}
+		}
+		sdy = warp_sum(sdy) / (float)h;
+		sdyx = warp_sum(sdyx) / (float)h;
+#pragma unroll
+		for (int j = 0; j < NV; j++) {
+			int i = (lane + 32 * j) * VN;
+			if (i < h) {
+				V::unpack(xf, xv[j]);
+				V::unpack(df, dv[j]);
+				V::load(wf, w + i);
+				if (accumulate)
+					V::unpack(of, ov[j]);
+				for (int k = 0; k < VN; k++) {
+					float xhat = (xf[k] - mean) * rstd, dy = df[k] * wf[k];
+					float g = rstd * (dy - (rms ? 0.0f : sdy) - xhat * sdyx);
+					of[k] = accumulate ? of[k] + g : g;
+					cw[k] = df[k] * xhat;
+				}
+				ov[j] = V::pack(of);
+				*(int4 *)(dx + r * h + i) = ov[j];
+				sm_add<NV, VN>(mine, lane, j, cw);
+				if (DB)
+					sm_add<NV, VN>(mine + W / 4, lane, j, df);
+				if (DS) {
+					V::unpack(cb, ov[j]);
+					sm_add<NV, VN>(mine + (NA - 1) * (W / 4), lane, j, cb);
+				}
+			}
+		}
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < NA * W; e += 256) {
+		int q = e / W, o = e % W, v = o / 4, c = (v % (32 * NV)) * VN + (v / (32 * NV)) * 4 + o % 4;
+		float t = 0;
+		for (int k = 0; k < 8; k++)
+			t += sm[(k * NA + q) * W + o];
+		if (c < h)
+			part[(q * nb + blockIdx.x) * (int64_t)h + c] = t;
+	}
+}
+
 // whether rows of h elements of T can take 16-byte loads (base pointers are 16-byte aligned)
 template <typename T> static bool vec_ok(int64_t h, const void *p0, const void *p1, const void *p2, const void *p3)
 {
@@ -381,7 +492,8 @@ template <typename T> static bool vec_ok(int64_t h, const void *p0, const void *
 
 extern "C" int64_t mt_norm_scratch_floats(int64_t h, int64_t o)
 {
-	return (int64_t)ROW_CHUNKS * 2 * (h > o ? h : o);
+	int64_t a = (int64_t)ROW_CHUNKS * 2 * (h > o ? h : o), b = (int64_t)NB_MAX * 3 * h;
+	return a > b ? a : b;
 }
 
 // d1 += sum over rows of dout * xhat (x non-NULL), d2 += sum over rows of dout (either
@@ -453,11 +565,53 @@ static int norm_fwd(void *out, float *stats, const void *x, const void *w, const
 	return 0;
 }
 
+// the one-pass backward: blocks of per rows (at least NB_ROWS, at most NB_MAX blocks),
+// the partial sums in scratch, then colsum_final
+template <typename T, int NV, bool DB, bool DS>
+static int norm_bwd_regs(void *dx, int accumulate, float *dw, float *db, float *ds, const void *dout, const void *x,
+			 const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch)
+{
+	constexpr int NA = 1 + DB + DS;
+	constexpr size_t smem = (size_t)8 * NA * 32 * NV * (16 / sizeof(T)) * sizeof(float);
+	int64_t per = (N + NB_MAX - 1) / NB_MAX, nb;
+
+	if (smem > 48 * 1024) // (a device's setting: asked for on every call, whichever device is current)
+		MT_CUDA_CHECK(cudaFuncSetAttribute(norm_bwd_r<T, NV, DB, DS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+						   (int)smem));
+	per = per > NB_ROWS ? per : NB_ROWS;
+	nb = (N + per - 1) / per;
+	norm_bwd_r<T, NV, DB, DS><<<(unsigned)nb, 256, smem, MT_STREAM>>>((T *)dx, accumulate, scratch, (const T *)dout,
+									    (const T *)x, stats, (const T *)w, N, (int)h, rms,
+									    per);
+	MT_LAUNCH_CHECK("norm_bwd");
+	return colsum_final(dw, DB ? db : NULL, DS ? ds : NULL, scratch, scratch + nb * h,
+			    scratch + (DB ? 2 : 1) * nb * h, (int)nb, h);
+}
+
+template <typename T, int NV>
+static int norm_bwd_nv(void *dx, int accumulate, float *dw, float *db, float *ds, const void *dout, const void *x,
+		       const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch)
+{
+	if (db && ds)
+		return norm_bwd_regs<T, NV, true, true>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+	if (db)
+		return norm_bwd_regs<T, NV, true, false>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+	if (ds)
+		return norm_bwd_regs<T, NV, false, true>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+	return norm_bwd_regs<T, NV, false, false>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+}
+
 template <typename T>
 static int norm_bwd(void *dx, int accumulate, float *dw, float *db, float *ds, const void *dout, const void *x,
 		    const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch)
 {
 	if (vec_ok<T>(h, dx, dout, x, w)) {
+		switch (lane_vectors<T>(h)) {
+		case 1: return norm_bwd_nv<T, 1>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+		case 2: return norm_bwd_nv<T, 2>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+		case 3: return norm_bwd_nv<T, 3>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+		case 4: return norm_bwd_nv<T, 4>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+		}
 		norm_bwd_dx_v<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)dx, accumulate, (const T *)dout, (const T *)x,
 								     stats, (const T *)w, N, (int)h, rms);
 		MT_LAUNCH_CHECK("norm_bwd");

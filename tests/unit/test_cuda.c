@@ -253,9 +253,11 @@ static void test_decode_attention(enum mt_dtype dt, int np, int ng, int hd, int 
 }
 
 /* h picks the kernels (norm.cu): rows held in registers up to 32 lanes x 4 vectors of 16
- * bytes (bf16 h <= 1024, fp32 h <= 512), 16-byte loads above that, element loads where h
- * is no multiple of a vector; acc 0 overwrites dx. dsum is the column sum of the dx
- * written (the residual stream's linear bias gradient), checked against the fetched dx. */
+ * bytes (bf16 h <= 1024, fp32 h <= 512), the 16-byte loads with separate column sums above
+ * that, element loads where h is no multiple of a vector; acc 0 overwrites dx; N = 70 rows
+ * make three row blocks of the one-pass backward, the last ragged. dsum is the column sum
+ * of the dx written (the residual stream's linear bias gradient), checked against the
+ * fetched dx. */
 static void test_norm(enum mt_dtype dt, int rms, int64_t h, int acc)
 {
 	int64_t N = 70;
@@ -1121,6 +1123,7 @@ int main(void)
 		test_norm(dt, 0, 768, 1); /* bf16: rows in registers, 3 vectors a lane; fp32: 16-byte loads */
 		test_norm(dt, 1, 768, 0);
 		test_norm(dt, 0, 768, 0);
+		test_norm(dt, 0, 1000, 1); /* bf16: 4 vectors a lane; fp32: 16-byte loads */
 		test_norm(dt, 0, 1040, 1); /* 16-byte loads */
 		test_norm(dt, 1, 1040, 0);
 		test_norm(dt, 0, 203, 1); /* element loads */
