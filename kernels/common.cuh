@@ -72,6 +72,20 @@ template <typename T> struct vec16 {
 	__device__ __forceinline__ static void store(T *p, const float *f) { *(int4 *)p = pack(f); }
 };
 
+// cp.async (sm_80 on): 16-byte (and 4-byte) copies global -> shared, completed by groups
+__device__ __forceinline__ void cp16(void *dst, const void *src)
+{
+	unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(src));
+}
+__device__ __forceinline__ void cp4(void *dst, const void *src)
+{
+	unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 // call F<T>(args...) for the element type named by dt
 #define MT_DISPATCH(dt, F, ...)                                                                    \
 	((dt) == MT_F32 ? F<float>(__VA_ARGS__)                                                    \
