@@ -224,19 +224,7 @@ static int bwd_hd(void *dqkv, const void *dy, const void *y, const float *lse, c
 
 // ---- tensor-core path (bf16/fp16, head sizes 64 and 128) ----
 //
-// cp.async: 16-byte (and 4-byte) copies global -> shared, completed by groups
-__device__ __forceinline__ void cp16(void *dst, const void *src)
-{
-	unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(src));
-}
-__device__ __forceinline__ void cp4(void *dst, const void *src)
-{
-	unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// cp.async (cp16, cp4, cp_commit, cp_wait): common.cuh
 
 #define LOG2E 1.4426950408889634f
 

@@ -54,21 +54,22 @@ __device__ __forceinline__ float warp_max(float v)
 // 16 bytes of T (8 bf16/fp16 or 4 fp32) as floats: one int4 load or store
 template <typename T> struct vec16 {
 	static constexpr int N = 16 / sizeof(T);
-	__device__ __forceinline__ static void load(float *f, const T *p)
+	__device__ __forceinline__ static void unpack(float *f, int4 raw)
 	{
-		int4 raw = *(const int4 *)p;
 		const T *e = (const T *)&raw;
 		for (int k = 0; k < N; k++)
 			f[k] = to_f(e[k]);
 	}
-	__device__ __forceinline__ static void store(T *p, const float *f)
+	__device__ __forceinline__ static int4 pack(const float *f)
 	{
 		int4 raw;
 		T *e = (T *)&raw;
 		for (int k = 0; k < N; k++)
 			e[k] = from_f<T>(f[k]);
-		*(int4 *)p = raw;
+		return raw;
 	}
+	__device__ __forceinline__ static void load(float *f, const T *p) { unpack(f, *(const int4 *)p); }
+	__device__ __forceinline__ static void store(T *p, const float *f) { *(int4 *)p = pack(f); }
 };
 
 // Programmatic dependent launch (sm_90 and above; nothing on earlier targets or when the
@@ -110,6 +111,20 @@ static cudaError_t mt_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t 
 	}
 	return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
 }
+
+// cp.async (sm_80 on): 16-byte (and 4-byte) copies global -> shared, completed by groups
+__device__ __forceinline__ void cp16(void *dst, const void *src)
+{
+	unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(src));
+}
+__device__ __forceinline__ void cp4(void *dst, const void *src)
+{
+	unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // call F<T>(args...) for the element type named by dt
 #define MT_DISPATCH(dt, F, ...)                                                                    \

@@ -17,13 +17,15 @@ extern "C" {
 int mt_norm_fwd(enum mt_dtype dt, void *out, float *stats, const void *x, const void *w, const void *b, int64_t N,
 		int64_t h, int rms, float eps);
 /* dx (+)= d norm / dx (accumulate 0: overwrite); dw += sum_rows dout * xhat, db += sum_rows
- * dout (db may be NULL); scratch: at least mt_norm_scratch_floats(h) floats */
-int mt_norm_bwd(enum mt_dtype dt, void *dx, int accumulate, float *dw, float *db, const void *dout, const void *x,
-		const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch);
-int64_t mt_norm_scratch_floats(int64_t h);
+ * dout (db may be NULL), dsum += sum_rows of dx as written (dsum may be NULL: where dx is
+ * the output gradient of a linear layer, e.g. the residual stream's, its bias gradient);
+ * scratch: mt_norm_scratch_floats(h, ...) floats */
+int mt_norm_bwd(enum mt_dtype dt, void *dx, int accumulate, float *dw, float *db, float *dsum, const void *dout,
+		const void *x, const float *stats, const void *w, int64_t N, int64_t h, int rms, float *scratch);
+/* the scratch floats for norms of width h and bias gradients of width o */
+int64_t mt_norm_scratch_floats(int64_t h, int64_t o);
 
-/* db[O] += sum over rows of dout[N, O] (a linear layer's bias gradient), same scratch size
- * rule as the norm */
+/* db[O] += sum over rows of dout[N, O] (a linear layer's bias gradient); scratch as above */
 int mt_bias_grad(enum mt_dtype dt, float *db, const void *dout, int64_t N, int64_t O, float *scratch);
 
 #ifdef __cplusplus

@@ -169,6 +169,10 @@ struct cu {
 	float *h_emb;                  /* host: the tied embedding's gradient (tie_grads) */
 	struct ppx *ppx;               /* the stages' NCCL transport (NULL: through host memory) */
 	int pp_dev;                    /* the passes' inputs and outputs are its device buffers */
+	/* the norm backward that wrote s->dres also added its column sum to the bias gradient
+	 * of the fc2 layer whose output gradient it is (the next layer_bwd's): set by the
+	 * writer of s->dres, read and cleared by layer_bwd */
+	int dres_summed;
 };
 
 static void ppx_close(struct cu *s);
@@ -351,7 +355,7 @@ static size_t plan_acts(struct cu *s, char *base)
 	s->dsmall = take(&k, N * (size_t)small * es);
 	s->logits = take(&k, (size_t)s->chunk_rows * (size_t)s->V * es);
 	s->rowloss = take(&k, N * sizeof(float));
-	s->scratch = take(&k, (size_t)mt_norm_scratch_floats(wide) * sizeof(float));
+	s->scratch = take(&k, (size_t)mt_norm_scratch_floats(s->h, wide) * sizeof(float));
 	s->dsum = take(&k, N * (size_t)s->np * sizeof(float));
 	s->rope_cs = take(&k, (size_t)s->T * (size_t)s->hd * sizeof(float));
 	s->tok = take(&k, N * sizeof(int32_t));
@@ -1149,8 +1153,9 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 		RT(cudaMemcpyAsync(dsave[0], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	else
 		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dfull, sl->act, s->N, s->f, s->h));
-	if ((gb = gp(s, l, MT_P_FC2_B)))
+	if ((gb = gp(s, l, MT_P_FC2_B)) && !s->dres_summed)
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
+	s->dres_summed = 0;
 	if (c->swiglu) {
 		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_FC2_W), s->N, s->f, s->h, 0));
 		KP(P_ACT, mt_swiglu_bwd(dt, s->dbig, s->dsmall, sl->fc1, s->N, s->f));
@@ -1170,8 +1175,9 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
 	if (tp && tp_reduce(s, s->dln, s->part, s->h))
 		return -1;
-	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), s->dln, sl->mid, sl->ln2s,
-		      wp(s, l, MT_P_LN2_W), s->Nr, s->h, rms, s->scratch));
+	/* the projection's bias gradient: the column sum of the new s->dres, taken there */
+	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), gp(s, l, MT_P_PROJ_B), s->dln,
+			       sl->mid, sl->ln2s, wp(s, l, MT_P_LN2_W), s->Nr, s->h, rms, s->scratch));
 	/* attention */
 	if (!(dfull = tp ? tp_gather(s, s->dres, s->h) : s->dres))
 		return -1;
@@ -1179,8 +1185,6 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 		RT(cudaMemcpyAsync(dsave[2], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	else
 		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h));
-	if ((gb = gp(s, l, MT_P_PROJ_B)))
-		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
 	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
 			   (int)s->ng, (int)s->hd, s->dsum));
@@ -1198,8 +1202,12 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
 	if (tp && tp_reduce(s, s->dln, s->part, s->h))
 		return -1;
-	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), s->dln, xin, sl->ln1s,
-		      wp(s, l, MT_P_LN1_W), s->Nr, s->h, rms, s->scratch));
+	/* the new s->dres is the output gradient of the layer below's fc2: its bias gradient
+	 * taken here when that layer comes next in this pass */
+	gb = l - 1 >= s->lbase ? gp(s, l - 1, MT_P_FC2_B) : NULL;
+	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN1_W), gp(s, l, MT_P_LN1_B), gb, s->dln, xin, sl->ln1s,
+			       wp(s, l, MT_P_LN1_W), s->Nr, s->h, rms, s->scratch));
+	s->dres_summed = gb != NULL;
 	return 0;
 }
 
@@ -1473,9 +1481,11 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 		t0 = mt_now();
 	}
 	if (backward) {
-		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), s->dln, xL,
-				       s->lnfs, wp(s, -1, MT_P_FINAL_W), s->Nr, s->h, c->normalization == MT_NORM_RMSNORM,
-				       s->scratch));
+		float *gb = gp(s, (int)s->L - 1, MT_P_FC2_B); /* the last layer's fc2 bias: see layer_bwd */
+		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), gb, s->dln,
+				       xL, s->lnfs, wp(s, -1, MT_P_FINAL_W), s->Nr, s->h,
+				       c->normalization == MT_NORM_RMSNORM, s->scratch));
+		s->dres_summed = gb != NULL;
 		/* the data-parallel reduction follows the pass: everything from the final norm
 		 * on, then each layer, then the embeddings (tied to the output layer) */
 		if (ready(s, mt_params_get(s->t, -1, MT_P_FINAL_W)->offset))
@@ -1974,12 +1984,17 @@ static int stage_bwd(struct cu *s, int chunk, int slot, const void *dout, void *
 	l1 = t->chunk_layers[2 * chunk + 1];
 	bind(s, x, l0);
 	if (last) {
-		/* d loss / d lnf came with the forward pass */
-		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), x->dlnf,
+		/* d loss / d lnf came with the forward pass; the last layer's fc2 bias gradient
+		 * taken with the final norm's (see layer_bwd) */
+		float *gb = gp(s, l1 - 1, MT_P_FC2_B);
+		KP(P_NORM, mt_norm_bwd(s->dt, s->dres, 0, gp(s, -1, MT_P_FINAL_W), gp(s, -1, MT_P_FINAL_B), gb, x->dlnf,
 				       row(s, x->res, (int64_t)x->nl * s->Nr, s->h), x->lnfs, wp(s, -1, MT_P_FINAL_W), s->Nr,
 				       s->h, s->c->normalization == MT_NORM_RMSNORM, s->scratch));
-	} else if (pp_in(s, s->dres, dout)) {
-		return -1;
+		s->dres_summed = gb != NULL;
+	} else {
+		s->dres_summed = 0;
+		if (pp_in(s, s->dres, dout))
+			return -1;
 	}
 	for (int l = l1 - 1; l >= l0; l--) {
 		struct slot *sl = lslot(s, x, l);

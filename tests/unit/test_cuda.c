@@ -573,20 +573,34 @@ static void test_dlin_refuses(void)
 	cudaFree(p);
 }
 
-static void test_norm(enum mt_dtype dt, int rms, int64_t h)
+/* h picks the kernels (norm.cu): rows held in registers up to 32 lanes x 4 vectors of 16
+ * bytes (bf16 h <= 1024, fp32 h <= 512), the 16-byte loads with separate column sums above
+ * that, element loads where h is no multiple of a vector; acc 0 overwrites dx; N = 70 rows
+ * make three row blocks of the one-pass backward, the last ragged. dsum is the column sum
+ * of the dx written (the residual stream's linear bias gradient), checked against the
+ * fetched dx. */
+static void test_norm(enum mt_dtype dt, int rms, int64_t h, int acc)
 {
 	int64_t N = 70;
 	struct buf x = mk(dt, N * h, 2), w = mk(dt, h, 1), b = mk(dt, h, 1), y = out(dt, N * h), st = out(MT_F32, N * 2);
 	struct buf dy = mk(dt, N * h, 1), dx = mk(dt, N * h, 1), dw = mk(MT_F32, h, 1), db = mk(MT_F32, h, 1);
+	struct buf ds = mk(MT_F32, h, 1);
 	float *scr, *dx0 = malloc((size_t)(N * h) * 4), *dw0 = malloc((size_t)h * 4), *db0 = malloc((size_t)h * 4);
+	float *ds0 = malloc((size_t)h * 4);
 	double *ry = malloc((size_t)(N * h) * 8), *rdw = calloc((size_t)h, 8), *rdb = calloc((size_t)h, 8);
-	char what[64];
+	char what[96];
 
-	cudaMalloc((void **)&scr, (size_t)mt_norm_scratch_floats(h) * 4);
+	cudaMalloc((void **)&scr, (size_t)mt_norm_scratch_floats(h, h) * 4);
 	memcpy(dx0, dx.h, (size_t)(N * h) * 4), memcpy(dw0, dw.h, (size_t)h * 4), memcpy(db0, db.h, (size_t)h * 4);
+	memcpy(ds0, ds.h, (size_t)h * 4);
+	if (!acc) {
+		cudaMemset(dx.d, 0xff, (size_t)(N * h) * esz(dt)); /* NaN: must be overwritten */
+		memset(dx0, 0, (size_t)(N * h) * 4);
+	}
 	ok(!mt_norm_fwd(dt, y.d, st.d, x.d, w.d, rms ? NULL : b.d, N, h, rms, 1e-5f), "norm fwd runs");
-	ok(!mt_norm_bwd(dt, dx.d, 1, dw.d, rms ? NULL : db.d, dy.d, x.d, st.d, w.d, N, h, rms, scr), "norm bwd runs");
-	fetch(&y), fetch(&dx), fetch(&dw), fetch(&db);
+	ok(!mt_norm_bwd(dt, dx.d, acc, dw.d, rms ? NULL : db.d, ds.d, dy.d, x.d, st.d, w.d, N, h, rms, scr),
+	   "norm bwd runs");
+	fetch(&y), fetch(&dx), fetch(&dw), fetch(&db), fetch(&ds);
 	for (int64_t n = 0; n < N; n++) {
 		double mean = 0, var = 0, rstd, sdy = 0, sdyx = 0;
 		const float *xr = x.h + n * h, *dr = dy.h + n * h;
@@ -607,7 +621,6 @@ static void test_norm(enum mt_dtype dt, int rms, int64_t h)
 		sdy /= (double)h, sdyx /= (double)h;
 		for (int64_t i = 0; i < h; i++) {
 			double xh = (xr[i] - mean) * rstd, d = (double)dr[i] * w.h[i];
-			ry[n * h + i + 0] = ry[n * h + i];
 			dx0[n * h + i] = (float)(dx0[n * h + i] + rstd * (d - (rms ? 0 : sdy) - xh * sdyx));
 		}
 	}
@@ -615,27 +628,50 @@ static void test_norm(enum mt_dtype dt, int rms, int64_t h)
 	CHECK(y.h, ry, N * h, dt, what);
 	for (int64_t k = 0; k < N * h; k++)
 		ry[k] = dx0[k];
-	snprintf(what, sizeof(what), "%s bwd input (accumulated)", rms ? "rmsnorm" : "layernorm");
+	snprintf(what, sizeof(what), "%s bwd input (%s)", rms ? "rmsnorm" : "layernorm", acc ? "accumulated" : "written");
 	CHECK(dx.h, ry, N * h, dt, what);
 	for (int64_t i = 0; i < h; i++)
 		rdw[i] += dw0[i], rdb[i] += db0[i];
 	snprintf(what, sizeof(what), "%s bwd weight", rms ? "rmsnorm" : "layernorm");
 	CHECK(dw.h, rdw, h, dt == MT_F32 ? MT_F32 : MT_BF16, what);
-	if (!rms) {
+	if (!rms)
 		CHECK(db.h, rdb, h, dt == MT_F32 ? MT_F32 : MT_BF16, "layernorm bwd bias");
-		/* the linear bias gradient is the same column sum */
+	/* the column sum of dx as written, the GPU's dx summed in double */
+	for (int64_t i = 0; i < h; i++)
+		rdb[i] = ds0[i];
+	for (int64_t n = 0; n < N; n++)
 		for (int64_t i = 0; i < h; i++)
-			rdb[i] = db.h[i];
-		for (int64_t n = 0; n < N; n++)
-			for (int64_t i = 0; i < h; i++)
-				rdb[i] += dy.h[n * h + i];
-		ok(!mt_bias_grad(dt, db.d, dy.d, N, h, scr), "bias grad runs");
-		fetch(&db);
-		CHECK(db.h, rdb, h, dt == MT_F32 ? MT_F32 : MT_BF16, "linear bias grad");
-	}
+			rdb[i] += dx.h[n * h + i];
+	snprintf(what, sizeof(what), "%s bwd column sum of dx", rms ? "rmsnorm" : "layernorm");
+	CHECK(ds.h, rdb, h, dt == MT_F32 ? MT_F32 : MT_BF16, what);
 	cudaFree(scr);
-	drop(&x), drop(&w), drop(&b), drop(&y), drop(&st), drop(&dy), drop(&dx), drop(&dw), drop(&db);
-	free(dx0), free(dw0), free(db0), free(ry), free(rdw), free(rdb);
+	drop(&x), drop(&w), drop(&b), drop(&y), drop(&st), drop(&dy), drop(&dx), drop(&dw), drop(&db), drop(&ds);
+	free(dx0), free(dw0), free(db0), free(ds0), free(ry), free(rdw), free(rdb);
+}
+
+/* a linear layer's bias gradient: db += the column sums of dout[N, O]; N = 9000 rows give
+ * the partial pass 36 rows a chunk (its four-row steps and a remainder), O = 264 a ragged
+ * last block of 16-byte columns, O = 203 element loads */
+static void test_bias_grad(enum mt_dtype dt, int64_t N, int64_t O)
+{
+	struct buf dy = mk(dt, N * O, 1), db = mk(MT_F32, O, 1);
+	double *r = malloc((size_t)O * 8);
+	float *scr;
+	char what[64];
+
+	cudaMalloc((void **)&scr, (size_t)mt_norm_scratch_floats(O, O) * 4);
+	for (int64_t i = 0; i < O; i++)
+		r[i] = db.h[i];
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t i = 0; i < O; i++)
+			r[i] += dy.h[n * O + i];
+	ok(!mt_bias_grad(dt, db.d, dy.d, N, O, scr), "bias grad runs");
+	fetch(&db);
+	snprintf(what, sizeof(what), "linear bias grad %lld x %lld", (long long)N, (long long)O);
+	CHECK(db.h, r, O, dt == MT_F32 ? MT_F32 : MT_BF16, what);
+	cudaFree(scr);
+	drop(&dy), drop(&db);
+	free(r);
 }
 
 /* f = 70: the scalar SwiGLU kernels; f = 96: the 16-byte vector ones */
@@ -1417,10 +1453,18 @@ int main(void)
 		test_dlin_qkv(dt, 2, 2, 2, 128, 1, 0, 1);
 		test_dlin_qkv(dt, 8, 4, 4, 16, 0, 1, 0);
 		test_dlin_qkv(dt, 32, 2, 1, 16, 1, 1, 1);
-		test_norm(dt, 0, 200); /* 16-byte loads */
-		test_norm(dt, 1, 200);
-		test_norm(dt, 0, 203); /* element loads */
-		test_norm(dt, 1, 203);
+		test_norm(dt, 0, 200, 1); /* rows in registers */
+		test_norm(dt, 1, 200, 1);
+		test_norm(dt, 0, 768, 1); /* bf16: rows in registers, 3 vectors a lane; fp32: 16-byte loads */
+		test_norm(dt, 1, 768, 0);
+		test_norm(dt, 0, 768, 0);
+		test_norm(dt, 0, 1000, 1); /* bf16: 4 vectors a lane; fp32: 16-byte loads */
+		test_norm(dt, 0, 1040, 1); /* 16-byte loads */
+		test_norm(dt, 1, 1040, 0);
+		test_norm(dt, 0, 203, 1); /* element loads */
+		test_norm(dt, 1, 203, 0);
+		test_bias_grad(dt, 9000, 264);
+		test_bias_grad(dt, 9000, 203);
 		test_act(dt, 70);
 		test_act(dt, 96);
 		test_rope_embed_classifier(dt);
