@@ -10,7 +10,8 @@
 //        kernels/norm.cu kernels/classifier.cu kernels/cuda_err.cu -o norm_lab
 //   ./norm_lab [llama]      (llama: RMSNorm at h = 2048, N = 16384 as well)
 // -DMT_NORM_OLD_API times a kernels/norm.cu of before the column sum of dx (commit 48b4cda
-// and earlier: that sum then is mt_bias_grad's over dx).
+// and earlier: that sum then is mt_bias_grad's over dx): copy this file beside that
+// version's norm.h and classifier.h (it includes them as ../*.h) and build it there.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -19,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "classifier.h"
-#include "norm.h"
+include "../classifier.h"
+include "../norm.h"
 
 #define CK(call)                                                                                   \
 	do {                                                                                       \
