@@ -24,16 +24,26 @@
 #   PHDF5           0: skip the parallel-HDF5 comparison
 #   CC              compiler for bench/ckpt-phdf5.c (cc)
 #
+# Each run trains 2 steps and saves after each (--save-interval 1): the second save is
+# the steady state (the first also pays for touching the host buffers' memory the
+# first time, first_s).
+#
+# dd writes as many bytes as the model's state three times each way, buffered with
+# conv=fsync and with oflag=direct; the median is the reference (the disk of a shared
+# machine varies from one run to the next: the three are printed).
+#
 # Columns of the first table (one line a rank count):
 #   MB         bytes of the iteration directory (parts and index), 10^6
-#   save_s     mt-train's time for the save, from the copy to host memory to `latest`
-#              moved (every rank's part written and fsynced, the index, the renames)
+#   save_s     mt-train's time for the second save, from the copy to host memory to
+#              `latest` moved (every rank's part written and fsynced, the index, renames)
 #   MB/s %dd   MB / save_s, and that as a share of dd's buffered write with fsync
 #   load_s     the slowest rank's time to read its slices (--load), after the pages of
 #              the checkpoint were dropped from the page cache (dd iflag=nocache), so
 #              that the load reads the disk; load_MB/s = MB / load_s
-#   async_wait how long the step loop waited at the save with --async-save (slowest rank)
+#   async_wait how long the step loop waited at the second save with --async-save
+#              (the slowest rank)
 #   copy_s     of that, the copy of the state to host memory
+#   first_s    the first save's time (synchronous)
 # Second table: MB/s of the same tensors, each rank its own slices, written as mt's
 # per-rank files without mt's checks and index (files), and into one file by MPI-IO with
 # independent and with collective transfers; barrier_ms is one MPI_Barrier's latency
@@ -108,28 +118,33 @@ params=$(mt-train $M --global-batch-size 1 --train-iters 1 --dry-run 2>&1 | sed 
 mb=$((params * 12 / 1000000))
 [ "$mb" -ge 1 ] || mb=1
 fs=$(stat -f -c %T "$W" 2>/dev/null || echo '?')
-t0=$(now)
-dd if=/dev/zero of="$W/dd" bs=1M count=$mb conv=fsync status=none
-t1=$(now)
-dd_fsync=$(awk -v m="$mb" -v s="$(secs "$t0" "$t1")" 'BEGIN { printf "%.0f", m * 1.048576 / s }')
-uncache "$W/dd"
-t0=$(now)
-dd if="$W/dd" of=/dev/null bs=1M status=none
-t1=$(now)
-dd_read=$(awk -v m="$mb" -v s="$(secs "$t0" "$t1")" 'BEGIN { printf "%.0f", m * 1.048576 / s }')
-rm -f "$W/dd"
-t0=$(now)
-if dd if=/dev/zero of="$W/dd" bs=1M count=$mb oflag=direct conv=fsync status=none 2>/dev/null; then
+# MB/s of one dd: ddrun ARGS...; nothing when it fails (no O_DIRECT on tmpfs)
+ddrun() {
+	t0=$(now)
+	dd "$@" status=none 2>/dev/null || return 0
 	t1=$(now)
-	dd_direct=$(awk -v m="$mb" -v s="$(secs "$t0" "$t1")" 'BEGIN { printf "%.0f", m * 1.048576 / s }')
-else
-	dd_direct="n/a (no O_DIRECT here)"
-fi
-rm -f "$W/dd"
+	awk -v m="$mb" -v s="$(secs "$t0" "$t1")" 'BEGIN { printf "%.0f\n", m * 1.048576 / s }'
+}
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "" }'; }
+dd_f="" dd_d="" dd_r=""
+for i in 1 2 3; do
+	dd_f="$dd_f $(ddrun if=/dev/zero of="$W/dd" bs=1M count=$mb conv=fsync)"
+	uncache "$W/dd"
+	dd_r="$dd_r $(ddrun if="$W/dd" of=/dev/null bs=1M)"
+	rm -f "$W/dd"
+	dd_d="$dd_d $(ddrun if=/dev/zero of="$W/dd" bs=1M count=$mb oflag=direct conv=fsync)"
+	rm -f "$W/dd"
+done
+dd_f=$(echo $dd_f) dd_d=$(echo $dd_d) dd_r=$(echo $dd_r)
+dd_fsync=$(echo "$dd_f" | median)
+dd_direct=$(echo "$dd_d" | median)
+dd_read=$(echo "$dd_r" | median)
+[ -n "$dd_fsync" ] || { echo "bench/ckpt.sh: dd could not write $mb MiB into $W" >&2; exit 1; }
+[ -n "$dd_direct" ] || dd_direct="n/a (no O_DIRECT here)"
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -n), $cores cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); $W on $fs"
 echo "# model: $LAYERS layers x $HIDDEN, vocabulary $VOCAB: $params parameters (~$mb MB of fp32 weights and AdamW moments)"
-echo "# disk, $mb MiB: dd bs=1M conv=fsync $dd_fsync MB/s; oflag=direct $dd_direct MB/s; read after iflag=nocache $dd_read MB/s"
+echo "# disk, $mb MiB, median of 3 (the 3): dd bs=1M conv=fsync $dd_fsync MB/s ($dd_f); oflag=direct $dd_direct MB/s ($dd_d); read after iflag=nocache $dd_read MB/s ($dd_r)"
 
 # --- parallel HDF5 -------------------------------------------------------------------------
 ph=""
@@ -152,37 +167,42 @@ fail() {
 	tail -20 "$3" >&2
 	exit 1
 }
-printf '%-24s %7s %7s %7s %5s %7s %9s %10s %7s\n' ranks MB save_s MB/s %dd load_s load_MB/s async_wait copy_s
+printf '%-24s %7s %7s %7s %5s %7s %9s %10s %7s %7s\n' ranks MB save_s MB/s %dd load_s load_MB/s async_wait copy_s first_s
 : >"$W/ph.txt"
 for n in $RANKS; do
 	L=$(layout "$n")
-	G="--global-batch-size $(dp_of "$n") --train-iters 1"
+	G="--global-batch-size $(dp_of "$n") --train-iters 2 --save-interval 1"
 	ck="$W/ck"
 	rm -rf "$ck"
 	# shellcheck disable=SC2086
 	"$MPIEXEC" -n "$n" mt-train $M $G $L --save "$ck" >"$W/save.txt" 2>&1 || fail "the save" "$n" "$W/save.txt"
-	save=$(val 's/.*saved checkpoint .* in \([0-9.]*\) s .*/\1/p' "$W/save.txt")
-	bytes=$(du -sb "$ck/iter_0000001" | cut -f1)
+	save=$(val 's/.*saved checkpoint at iteration 2 .* in \([0-9.]*\) s .*/\1/p' "$W/save.txt")
+	first=$(val 's/.*saved checkpoint at iteration 1 .* in \([0-9.]*\) s .*/\1/p' "$W/save.txt")
+	rm -rf "$ck/iter_0000001"
+	bytes=$(du -sb "$ck/iter_0000002" | cut -f1)
 	if [ -n "$ph" ]; then
 		for mode in files independent collective; do
 			rm -f "$W"/ph.out*
-			"$MPIEXEC" -n "$n" "$ph" "$mode" "$ck/iter_0000001" "$W/ph.out" >>"$W/ph.txt" 2>"$W/phe.txt" ||
+			"$MPIEXEC" -n "$n" "$ph" "$mode" "$ck/iter_0000002" "$W/ph.out" >>"$W/ph.txt" 2>"$W/phe.txt" ||
 				echo "$mode $n failed: $(tail -1 "$W/phe.txt")" >>"$W/ph.txt"
 		done
 		rm -f "$W"/ph.out*
 	fi
-	uncache "$ck"/iter_0000001/*.h5
+	uncache "$ck"/iter_0000002/*.h5
 	# shellcheck disable=SC2086
 	"$MPIEXEC" -n "$n" mt-train $M $G $L --load "$ck" >"$W/load.txt" 2>&1 || fail "the load" "$n" "$W/load.txt"
 	load=$(val 's/.*loaded checkpoint .* in \([0-9.]*\) s.*/\1/p' "$W/load.txt")
 	rm -rf "$ck"
 	# shellcheck disable=SC2086
 	"$MPIEXEC" -n "$n" mt-train $M $G $L --save "$ck" --async-save >"$W/async.txt" 2>&1 || fail "the --async-save run" "$n" "$W/async.txt"
-	wait=$(val 's/.*the step loop waited \([0-9.]*\) s.*/\1/p' "$W/async.txt")
-	copy=$(val 's/.*, \([0-9.]*\) s of it copying.*/\1/p' "$W/async.txt")
+	wait=$(val 's/.*saved checkpoint at iteration 2 .*the step loop waited \([0-9.]*\) s.*/\1/p' "$W/async.txt")
+	copy=$(val 's/.*saved checkpoint at iteration 2 .*, \([0-9.]*\) s of it copying.*/\1/p' "$W/async.txt")
 	rm -rf "$ck"
-	awk -v name="$(name_of "$n")" -v b="$bytes" -v s="$save" -v d="$dd_fsync" -v l="$load" -v w="$wait" -v c="$copy" \
-		'BEGIN { printf "%-24s %7.0f %7.2f %7.0f %4.0f%% %7.2f %9.0f %10.3f %7.3f\n", name, b / 1e6, s, b / 1e6 / s, 100 * b / 1e6 / s / d, l, b / 1e6 / l, w, c }'
+	for v in "$save" "$first" "$load" "$wait" "$copy"; do
+		[ -n "$v" ] || { echo "bench/ckpt.sh: a time is missing from mt-train's logs at $n ranks" >&2; tail -5 "$W"/save.txt "$W"/load.txt "$W"/async.txt >&2; exit 1; }
+	done
+	awk -v name="$(name_of "$n")" -v b="$bytes" -v s="$save" -v d="$dd_fsync" -v l="$load" -v w="$wait" -v c="$copy" -v f="$first" \
+		'BEGIN { printf "%-24s %7.0f %7.2f %7.0f %4.0f%% %7.2f %9.0f %10.3f %7.3f %7.2f\n", name, b / 1e6, s, b / 1e6 / s, 100 * b / 1e6 / s / d, l, b / 1e6 / l, w, c, f }'
 done
 
 if [ -n "$ph" ]; then
