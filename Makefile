@@ -35,7 +35,10 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 # zlib: CRC-32 of Megatron's ZIP checkpoints; libprotobuf-c and libisal: TensorBoard event files
 # (lib/base/tfevents.c); sentencepiece and libutf8proc: SentencePiece tokenizers, tokenizer.json normalizers;
 # libxxhash: the checkpoints' per-tensor checksums
-PKGS := libarchive jansson libpcre2-8 nettle hdf5 libmicrohttpd zlib libprotobuf-c libisal sentencepiece libutf8proc libxxhash
+# HDF5: the serial build by its own name where Debian has it, since installing the
+# parallel one (libhdf5-mpich-dev, for bench/ckpt-phdf5.c) points plain "hdf5" at it
+HDF5_PKG := $(shell pkg-config --exists hdf5-serial 2>/dev/null && echo hdf5-serial || echo hdf5)
+PKGS := libarchive jansson libpcre2-8 nettle $(HDF5_PKG) libmicrohttpd zlib libprotobuf-c libisal sentencepiece libutf8proc libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)

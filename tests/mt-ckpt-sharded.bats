@@ -5,7 +5,8 @@
 # of one rank at random steps of a save never leave `latest` naming an incomplete set;
 # --async-save trains bit for bit as a synchronous save, and a kill during its background
 # write keeps the previous checkpoint; keep-last removes whole sets; mt-ckpt-reshard's
-# layout rewrite and merge round-trip bit for bit, optimizer included.
+# layout rewrite and merge round-trip bit for bit, optimizer included; bench/ckpt.sh's
+# arguments and output on a tiny model.
 load helpers
 cpu_only
 
@@ -196,4 +197,25 @@ PY
 	[ "$(cat B/latest)" = 6 ]
 	run -2 --separate-stderr mt-ckpt-reshard --load A --save E --target-tensor-parallel-size 3
 	[ ! -e E/latest ]
+}
+
+@test "bench/ckpt.sh: checks its rank counts and directory; a tiny run prints dd's speeds and one row a rank count, and leaves nothing behind" {
+	export BUILD=$MT_BUILD
+	run -2 "$MT_ROOT/bench/ckpt.sh" 0
+	[[ $output == *"'0' is not a rank count"* ]]
+	RANKS="2 x" run -2 "$MT_ROOT/bench/ckpt.sh"
+	[[ $output == *"RANKS: 'x' is not a rank count"* ]]
+	CKPT_BENCH_DIR=missing run -2 "$MT_ROOT/bench/ckpt.sh" 2
+	[[ $output == *"CKPT_BENCH_DIR 'missing' is not a directory"* ]]
+	MPIEXEC=no-such-mpiexec run -2 "$MT_ROOT/bench/ckpt.sh" 2
+	[[ $output == *"'no-such-mpiexec' not found"* ]]
+	run -0 "$MT_ROOT/bench/ckpt.sh" -h
+	[[ $output == *"CKPT_BENCH_DIR"* && $output == *"MPIEXEC"* ]]
+	mkdir scratch
+	CKPT_BENCH_DIR=scratch PHDF5=0 HIDDEN=64 LAYERS=2 HEADS=4 VOCAB=512 run -0 "$MT_ROOT/bench/ckpt.sh" 1 2
+	echo "$output"
+	[[ $output =~ "# disk, "[0-9]+" MiB, median of 3 ".*"conv=fsync "[0-9]+" MB/s".*"oflag=direct "[0-9]+" MB/s" ]]
+	grep -Eq '^1 \(one file\) +[0-9]+ +[0-9.]+ +[0-9]+ +[0-9]+% +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$output"
+	grep -Eq '^2 \(TP=2\) +[0-9]+ +[0-9.]+ +[0-9]+ +[0-9]+% +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$output"
+	[ -z "$(ls -A scratch)" ]
 }

@@ -358,7 +358,6 @@ struct saver {
 	int64_t iteration;
 	char tmpdir[4096];
 	struct mt_ckpt_part pt;
-	float *cw, *cm, *cv;            /* the host copy of the part (async) */
 	char *cfg, *sch;
 	struct mt_ckpt_state s;
 	const struct mt_params *t;      /* solo: the table and whole buffers */
@@ -366,13 +365,12 @@ struct saver {
 	const char *dir;
 	int keep_last;
 	double t0, blocked;             /* when the save began; how long the step loop waited for it */
+	double copy_s;                  /* of that, the copy of the state to host memory */
 };
 
 static void saver_clear(struct saver *sv)
 {
-	free(sv->cw), free(sv->cm), free(sv->cv);
 	free(sv->cfg), free(sv->sch);
-	sv->cw = sv->cm = sv->cv = NULL;
 	sv->cfg = sv->sch = NULL;
 	sv->pending = 0;
 }
@@ -457,33 +455,24 @@ static int save_finish(struct trainer *tr, int block, struct mt_err *err)
 			rc = mt_err_set(err, MT_EXIT_IO, "rank 0 could not complete the checkpoint of iteration %lld",
 					(long long)sv->iteration);
 	}
-	if (rc == 0 && !a->quiet)
-		mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s)",
-			(long long)sv->iteration, a->save, mt_now() - sv->t0, sv->threaded || a->async_save ? sv->blocked : mt_now() - sv->t0);
+	if (rc == 0) {
+		/* the slowest rank's wait and copy: the step loop of the job runs at its pace */
+		double x[2] = { sv->threaded || a->async_save ? sv->blocked : mt_now() - sv->t0, sv->copy_s };
+		if (!sv->solo && mt_dist_allreduce_f64(tr->d, x, 2, 1, "the checkpoint's timings", sv->iteration, err))
+			rc = -1;
+		else if (!a->quiet)
+			mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s, %.3f s of it copying the state to host memory)",
+				(long long)sv->iteration, a->save, mt_now() - sv->t0, x[0], x[1]);
+	}
 	saver_clear(sv);
 	return rc;
-}
-
-/* A copy of floats [lo, hi) of buf, or NULL for no buffer (*fail on no memory). */
-static float *copy_range(const float *buf, int64_t lo, int64_t hi, int *fail)
-{
-	float *c;
-
-	if (!buf)
-		return NULL;
-	if (!(c = malloc((size_t)(hi > lo ? hi - lo : 1) * sizeof(float)))) {
-		*fail = 1;
-		return NULL;
-	}
-	memcpy(c, buf + lo, (size_t)(hi - lo) * sizeof(float));
-	return c;
 }
 
 static int save(struct trainer *tr, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
 	struct saver *sv;
-	int zero = a->distributed_optimizer && tr->have_dp, rc = 0, all, fail = 0;
+	int zero = a->distributed_optimizer && tr->have_dp, rc = 0, all;
 	char what[4200];
 
 	/* a second save waits for the first */
@@ -504,7 +493,9 @@ static int save(struct trainer *tr, struct mt_err *err)
 	sv->solo = tr->d->world == 1;
 	/* the state in host memory: the weights of this rank's part of the model, and its
 	 * moments (every data-parallel rank's own share under ZeRO-1; a device backend
-	 * gathers its own, whole on data-parallel rank 0) */
+	 * gathers its own, whole on data-parallel rank 0). These buffers are the copy the
+	 * writer reads, --async-save's too: nothing else writes them until the next save,
+	 * which waits for this one first. */
 	if (tr->have_dp)
 		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
 	else
@@ -513,21 +504,13 @@ static int save(struct trainer *tr, struct mt_err *err)
 		memcpy(tr->m + tr->dp.lo, tr->dp.m, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
 		memcpy(tr->v + tr->dp.lo, tr->dp.v, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
 	}
+	sv->copy_s = mt_now() - sv->t0;
 	if (sv->solo) {
 		sv->t = &tr->t, sv->w = tr->w, sv->m = tr->m, sv->v = tr->v;
 		if (a->no_save_optim)
 			sv->m = sv->v = NULL;
 		sv->dir = a->save;
 		sv->keep_last = a->keep_last;
-		if (rc == 0 && a->async_save) {
-			int64_t n = tr->t.total;
-			sv->cw = copy_range(tr->w, 0, n, &fail);
-			sv->cm = copy_range(tr->m, 0, n, &fail);
-			sv->cv = copy_range(tr->v, 0, n, &fail);
-			if (fail)
-				rc = mt_err_set(err, MT_EXIT_IO, "out of memory for the checkpoint's host copy");
-			sv->w = sv->cw, sv->m = a->no_save_optim ? NULL : sv->cm, sv->v = a->no_save_optim ? NULL : sv->cv;
-		}
 	} else {
 		struct mt_ckpt_part *pt = &sv->pt;
 		long tag = (long)getpid();
@@ -570,17 +553,6 @@ static int save(struct trainer *tr, struct mt_err *err)
 		    (size_t)snprintf(sv->tmpdir, sizeof(sv->tmpdir), "%s/iter_%07lld.tmp.%ld", a->save, (long long)tr->iteration,
 				     tag) >= sizeof(sv->tmpdir))
 			return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", a->save);
-		if (a->async_save && pt->p1 > pt->p0) {
-			/* the host copy of what this rank owns, and nothing more */
-			int64_t lo = tr->t.p[pt->p0].offset, hi = pt->p1 < tr->t.n ? tr->t.p[pt->p1].offset : tr->t.total;
-			sv->cw = copy_range(tr->w, lo, hi, &fail);
-			sv->cm = copy_range(tr->m, lo, hi, &fail);
-			sv->cv = copy_range(tr->v, lo, hi, &fail);
-			pt->base = lo;
-			pt->w = sv->cw, pt->m = a->no_save_optim ? NULL : sv->cm, pt->v = a->no_save_optim ? NULL : sv->cv;
-			if (fail)
-				rc = mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint's host copy", tr->d->where);
-		}
 	}
 	if (rc && sv->solo) {
 		saver_clear(sv);
@@ -602,7 +574,9 @@ static int save(struct trainer *tr, struct mt_err *err)
 	return a->async_save ? 0 : save_finish(tr, 1, err);
 }
 
-static int load_one(struct trainer *tr, const char *path, struct mt_err *err)
+/* Load one checkpoint; *secs is how long this rank took (logged by the caller, or here
+ * with say). */
+static int load_one(struct trainer *tr, const char *path, int say, double *secs, struct mt_err *err)
 {
 	char dir[4096];
 	int64_t it;
@@ -704,9 +678,10 @@ static int load_one(struct trainer *tr, const char *path, struct mt_err *err)
 		return -1;
 	}
 	mt_ckpt_loaded_free(&st);
-	if (!tr->a->quiet)
+	*secs = mt_now() - t0;
+	if (say && !tr->a->quiet)
 		mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed) in %.3f s", dir, (long long)tr->iteration,
-			(long long)tr->consumed_train, mt_now() - t0);
+			(long long)tr->consumed_train, *secs);
 	return 0;
 }
 
@@ -720,11 +695,12 @@ static int load(struct trainer *tr, struct mt_err *err)
 	char note[600], dir[4096];
 	struct mt_err first = { 0 }, e = { 0 };
 	int all = 0, say = tr->d->rank == 0;
+	double secs = 0;
 
 	if (mt_ckpt_candidates(tr->a->load, &its, &n, note, sizeof(note), err))
 		return -1;
 	if (n == 0)
-		return load_one(tr, tr->a->load, err);
+		return load_one(tr, tr->a->load, 1, &secs, err);
 	if (note[0] && say)
 		mt_ckpt_warn("%s: falling back to the newest iteration of '%s' that reads", note, tr->a->load);
 	for (size_t i = 0; i < n; i++) {
@@ -732,12 +708,21 @@ static int load(struct trainer *tr, struct mt_err *err)
 		if (mt_ckpt_iter_dir(dir, sizeof(dir), tr->a->load, its[i], &e))
 			break;
 		mt_err_clear(&e);
-		bad = load_one(tr, dir, &e) ? 1 : 0;
+		bad = load_one(tr, dir, 0, &secs, &e) ? 1 : 0;
 		if (mt_dist_agree(tr->d, its[i], bad, &all, err)) {
 			free(its);
 			return -1;
 		}
 		if (!all) {
+			/* every rank has read its slices: the slowest one's time */
+			if (tr->d->world > 1 && mt_dist_allreduce_f64(tr->d, &secs, 1, 1, "the load's time", its[i], err)) {
+				free(its);
+				return -1;
+			}
+			if (say && !tr->a->quiet)
+				mt_info("loaded checkpoint '%s' at iteration %lld (%lld samples consumed) in %.3f s%s", dir,
+					(long long)tr->iteration, (long long)tr->consumed_train, secs,
+					tr->d->world > 1 ? " (the slowest rank)" : "");
 			if (i > 0 && say)
 				mt_ckpt_warn("resumed from '%s' instead (the newest checkpoint of '%s' that reads)", dir, tr->a->load);
 			free(its);
