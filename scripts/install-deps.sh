@@ -42,6 +42,7 @@ PACKAGES=(
 # only the tests: independent references, fixtures, the test runners
 TEST_PACKAGES=(
   python3-sentencepiece   # reference ids of the SentencePiece tokenizers in the tests
+  unicode-data         # code point ages for the Unicode 9.0 normalizer reference (tests/reference/unicode9-normalize.py)
   bats                 # command-line tests
   gzip xz-utils bzip2 zip   # test fixtures in every compression libarchive reads (zstd is above)
   time                 # /usr/bin/time -v for memory-bound checks

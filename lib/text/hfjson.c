@@ -5,6 +5,8 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "text/unicode_post9.h"
+
 enum { MT_HF_NFC = 1, MT_HF_NFD, MT_HF_NFKC, MT_HF_NFKD, MT_HF_PREPEND, MT_HF_REPLACE };
 
 #define NORMALIZERS "NFC, NFD, NFKC, NFKD, Prepend, Replace of a string, a Sequence of them"
@@ -186,6 +188,131 @@ int mt_hfjson_load(struct mt_vocab *v, json_t *root, const char *file, struct mt
 	return 0;
 }
 
+/* Hugging Face tokenizers normalizes with Unicode 9.0 tables: a code point assigned later
+ * is left as it is and counts as a starter (combining class 0). unicode_post9.h lists those
+ * of them that utf8proc (a later Unicode) would change, move or compose; the text is
+ * normalized between them, and they are copied unchanged. Every code point of the table is
+ * at least MT_UNICODE_POST9_MIN, so its UTF-8 lead byte is at least POST9_LEAD (UTF-8 keeps
+ * code point order): bytes below it (ASCII, continuation bytes, most alphabets) are skipped
+ * without decoding. */
+#define UTF8_LEAD(c) ((c) < 0x80 ? (c) : (c) < 0x800 ? 0xc0 | (c) >> 6 : (c) < 0x10000 ? 0xe0 | (c) >> 12 : 0xf0 | (c) >> 18)
+#define POST9_LEAD UTF8_LEAD(MT_UNICODE_POST9_MIN)
+_Static_assert(POST9_LEAD > 0x80 && POST9_LEAD < 0xf0, "the table's first code point needs two or three bytes");
+/* each byte x of w with x >= POST9_LEAD has its top bit set in the result (no carries:
+ * (x & 0x7f) + 0x100 - POST9_LEAD < 0x100) */
+#define ONES 0x0101010101010101ull
+#define HIGH_BYTES(w) ((((w) & 0x7f * ONES) + (0x100 - POST9_LEAD) * ONES) & (w) & 0x80 * ONES)
+
+/* Is c in the table? Below U+20000 a bitmap of 256-code-point blocks answers most. */
+static int post9(uint32_t c)
+{
+	size_t lo = 0, hi = sizeof(mt_unicode_post9) / sizeof(mt_unicode_post9[0]);
+
+	if (c < 0x20000 && !(mt_unicode_post9_blocks[c >> 14] >> (c >> 8 & 63) & 1))
+		return 0;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (c < mt_unicode_post9[mid][0])
+			hi = mid;
+		else if (c > mt_unicode_post9[mid][1])
+			lo = mid + 1;
+		else
+			return 1;
+	}
+	return 0;
+}
+
+/* The offset of the next table code point in s[i..n) (its length in *len), else n. Bytes
+ * that are not well-formed UTF-8 are passed over: utf8proc reports them. The block of 256
+ * code points of a three- or four-byte sequence comes from its first bytes: most blocks (CJK,
+ * kana, Hangul, emoji) hold no table code point and are passed over without decoding. */
+static size_t next_post9(const utf8proc_uint8_t *s, size_t i, size_t n, size_t *len)
+{
+	while (i < n) {
+		utf8proc_uint8_t b = s[i];
+		utf8proc_int32_t c;
+		utf8proc_ssize_t k;
+		uint64_t w;
+		if (b < POST9_LEAD) {
+			i++;
+			if (b < 0x80) /* after ASCII, eight bytes at a time while none reaches POST9_LEAD */
+				while (i + 8 <= n && (memcpy(&w, s + i, 8), !HIGH_BYTES(w)))
+					i += 8;
+			continue;
+		}
+		if (b >= 0xe0 && i + 3 < n) { /* three or four bytes: c >> 8 without decoding */
+			int four = b >= 0xf0;
+			uint32_t block = four ? (uint32_t)(b & 7) << 10 | (uint32_t)(s[i + 1] & 0x3f) << 4 | (s[i + 2] & 0x3f) >> 2
+					      : (uint32_t)(b & 0x0f) << 4 | (s[i + 1] & 0x3f) >> 2;
+			if (block < 0x200 && !(mt_unicode_post9_blocks[block >> 6] >> (block & 63) & 1)) {
+				i += 3 + (size_t)four; /* (where that is not UTF-8, utf8proc refuses the text anyway) */
+				continue;
+			}
+		}
+		k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &c);
+		if (k <= 0) {
+			i++;
+			continue;
+		}
+		if (post9((uint32_t)c)) {
+			*len = (size_t)k;
+			return i;
+		}
+		i += (size_t)k;
+	}
+	return n;
+}
+
+/* utf8proc_map of s[0..n) as Unicode 9.0 tables give it (see above); *out malloc'ed. */
+static utf8proc_ssize_t map_unicode9(const utf8proc_uint8_t *s, size_t n, utf8proc_uint8_t **out, int opt)
+{
+	size_t len = 0, at = next_post9(s, 0, n, &len), start = 0, k = 0, cap = n + 16;
+	utf8proc_uint8_t *buf;
+
+	if (at == n) /* nothing the tables differ on: the whole text at once */
+		return utf8proc_map(s, (utf8proc_ssize_t)n, out, (utf8proc_option_t)opt);
+	buf = malloc(cap);
+	if (!buf)
+		return UTF8PROC_ERROR_NOMEM;
+	for (;;) {
+		utf8proc_uint8_t *piece = NULL;
+		utf8proc_ssize_t r = 0;
+		size_t need;
+		if (at > start) {
+			r = utf8proc_map(s + start, (utf8proc_ssize_t)(at - start), &piece, (utf8proc_option_t)opt);
+			if (r < 0) {
+				free(buf);
+				return r;
+			}
+		}
+		need = k + (size_t)r + len + 1;
+		if (need > cap) {
+			utf8proc_uint8_t *nb;
+			cap = need > 2 * cap ? need : 2 * cap;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				free(piece);
+				free(buf);
+				return UTF8PROC_ERROR_NOMEM;
+			}
+			buf = nb;
+		}
+		if (r)
+			memcpy(buf + k, piece, (size_t)r);
+		free(piece);
+		k += (size_t)r;
+		if (at == n)
+			break;
+		memcpy(buf + k, s + at, len); /* the later code point, as it is */
+		k += len;
+		start = at + len;
+		at = next_post9(s, start, n, &len);
+	}
+	buf[k] = '\0';
+	*out = buf;
+	return (utf8proc_ssize_t)k;
+}
+
 /* s with every occurrence of a replaced by b (malloc'ed) */
 static char *replace(const char *s, size_t n, const char *a, const char *b, size_t *outn)
 {
@@ -250,7 +377,7 @@ int mt_hfjson_normalize(const struct mt_vocab *v, const char *s, size_t n, char 
 			opt |= st->op == MT_HF_NFC || st->op == MT_HF_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE;
 			if (st->op == MT_HF_NFKC || st->op == MT_HF_NFKD)
 				opt |= UTF8PROC_COMPAT;
-			r = utf8proc_map((const utf8proc_uint8_t *)cur, (utf8proc_ssize_t)n, &mapped, opt);
+			r = map_unicode9((const utf8proc_uint8_t *)cur, n, &mapped, opt);
 			if (r < 0) {
 				free(cur);
 				return mt_err_set(err, MT_EXIT_DATA, "normalizing text: %s", utf8proc_errmsg(r));
