@@ -198,12 +198,9 @@ int mt_hfjson_load(struct mt_vocab *v, json_t *root, const char *file, struct mt
 #define UTF8_LEAD(c) ((c) < 0x80 ? (c) : (c) < 0x800 ? 0xc0 | (c) >> 6 : (c) < 0x10000 ? 0xe0 | (c) >> 12 : 0xf0 | (c) >> 18)
 #define POST9_LEAD UTF8_LEAD(MT_UNICODE_POST9_MIN)
 _Static_assert(POST9_LEAD > 0x80 && POST9_LEAD < 0xf0, "the table's first code point needs two or three bytes");
-/* each byte x of w with x >= POST9_LEAD has its top bit set in the result (no carries:
- * (x & 0x7f) + 0x100 - POST9_LEAD < 0x100) */
-#define ONES 0x0101010101010101ull
-#define HIGH_BYTES(w) ((((w) & 0x7f * ONES) + (0x100 - POST9_LEAD) * ONES) & (w) & 0x80 * ONES)
 
-/* Is c in the table? Below U+20000 a bitmap of 256-code-point blocks answers most. */
+/* Is c in the table? Below U+20000 a bitmap of 256-code-point blocks answers most (CJK,
+ * kana, Hangul, emoji hold none). */
 static int post9(uint32_t c)
 {
 	size_t lo = 0, hi = sizeof(mt_unicode_post9) / sizeof(mt_unicode_post9[0]);
@@ -223,31 +220,15 @@ static int post9(uint32_t c)
 }
 
 /* The offset of the next table code point in s[i..n) (its length in *len), else n. Bytes
- * that are not well-formed UTF-8 are passed over: utf8proc reports them. The block of 256
- * code points of a three- or four-byte sequence comes from its first bytes: most blocks (CJK,
- * kana, Hangul, emoji) hold no table code point and are passed over without decoding. */
+ * that are not well-formed UTF-8 are passed over: utf8proc reports them. */
 static size_t next_post9(const utf8proc_uint8_t *s, size_t i, size_t n, size_t *len)
 {
 	while (i < n) {
-		utf8proc_uint8_t b = s[i];
 		utf8proc_int32_t c;
 		utf8proc_ssize_t k;
-		uint64_t w;
-		if (b < POST9_LEAD) {
+		if (s[i] < POST9_LEAD) {
 			i++;
-			if (b < 0x80) /* after ASCII, eight bytes at a time while none reaches POST9_LEAD */
-				while (i + 8 <= n && (memcpy(&w, s + i, 8), !HIGH_BYTES(w)))
-					i += 8;
 			continue;
-		}
-		if (b >= 0xe0 && i + 3 < n) { /* three or four bytes: c >> 8 without decoding */
-			int four = b >= 0xf0;
-			uint32_t block = four ? (uint32_t)(b & 7) << 10 | (uint32_t)(s[i + 1] & 0x3f) << 4 | (s[i + 2] & 0x3f) >> 2
-					      : (uint32_t)(b & 0x0f) << 4 | (s[i + 1] & 0x3f) >> 2;
-			if (block < 0x200 && !(mt_unicode_post9_blocks[block >> 6] >> (block & 63) & 1)) {
-				i += 3 + (size_t)four; /* (where that is not UTF-8, utf8proc refuses the text anyway) */
-				continue;
-			}
 		}
 		k = utf8proc_iterate(s + i, (utf8proc_ssize_t)(n - i), &c);
 		if (k <= 0) {
