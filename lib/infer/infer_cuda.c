@@ -94,7 +94,7 @@ struct gpu {
 	struct mt_lt *lt;
 	cudaGraphExec_t *graph[2];         /* [max_batch + 1]: the decode step for n rows, giving logits / ids */
 	int use_graphs, failed;
-	int fused;                         /* decode steps of up to MT_DLIN_MAX_ROWS rows on decode_linear.h */
+	int fused;                         /* decode steps of up to FUSED_MAX_ROWS rows on decode_linear.h */
 	int pdl;                           /* with programmatic dependent launch */
 };
 
@@ -590,14 +590,15 @@ static void dlin_of(struct gpu *s, const struct mt_infer *e, int l, int which, c
  * against 24,886 at 16, but 29,340 against 41,877 at 32, where the products are big enough
  * for cuBLASLt's tensor-core tiles. */
 #define FUSED_MAX_ROWS 16
+_Static_assert(FUSED_MAX_ROWS <= MT_DLIN_MAX_ROWS, "the fused kernels take at most MT_DLIN_MAX_ROWS rows");
 
-/* whether decode steps of up to MT_DLIN_MAX_ROWS rows take the fused kernels (every one
+/* whether decode steps of up to FUSED_MAX_ROWS rows take the fused kernels (every one
  * of them fits the model at the largest such row count), and with programmatic
  * dependent launch */
 static void choose_decode(struct gpu *s, struct mt_infer *e)
 {
 	const char *fe = getenv("MT_DECODE_FUSED"), *pe = getenv("MT_CUDA_PDL");
-	int N = e->max_batch < MT_DLIN_MAX_ROWS ? e->max_batch : MT_DLIN_MAX_ROWS, dev = 0, major = 0, in, out;
+	int N = e->max_batch < FUSED_MAX_ROWS ? e->max_batch : FUSED_MAX_ROWS, dev = 0, major = 0, in, out;
 	struct dec_in d = dec_at(s->dec, e->max_batch);
 	struct mt_dlin a;
 
