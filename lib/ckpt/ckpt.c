@@ -1448,6 +1448,37 @@ static void vcache_free(struct vcache *c)
 	memset(c, 0, sizeof(*c));
 }
 
+/* Mapping i of a virtual dataset's creation list: the bounds of its region in the virtual
+ * dataset (a 1-D one's column bounds 0) and its source's file and dataset names. */
+static int vmap_at(hid_t dcpl, size_t i, hsize_t *s0, hsize_t *e0, char *fname, size_t fn, char *dname, size_t dn)
+{
+	hid_t vs = H5Pget_virtual_vspace(dcpl, i);
+	int nd = vs >= 0 ? H5Sget_simple_extent_ndims(vs) : -1;
+	int bad = vs < 0 || nd < 1 || H5Sget_select_bounds(vs, s0, e0) < 0 || H5Pget_virtual_filename(dcpl, i, fname, fn) < 0 ||
+		  H5Pget_virtual_dsetname(dcpl, i, dname, dn) < 0;
+
+	h5_close(&vs);
+	if (nd == 1)
+		s0[1] = e0[1] = 0;
+	return bad ? -1 : 0;
+}
+
+/* Open part fname of the checkpoint in dir, read-only. HDF5 may hold the part open
+ * already, as a virtual dataset's source, with its own access properties (file locking
+ * on): open it the same way then. */
+static hid_t part_open(const char *dir, const char *fname, char *pfile, size_t pn)
+{
+	hid_t fapl = h5_fapl(), pf = -1;
+
+	snprintf(pfile, pn, "%s/%s", dir, fname);
+	if (fapl >= 0 && (pf = H5Fopen(pfile, H5F_ACC_RDONLY, fapl)) < 0) {
+		h5_clear();
+		pf = H5Fopen(pfile, H5F_ACC_RDONLY, H5P_DEFAULT);
+	}
+	h5_close(&fapl);
+	return pf;
+}
+
 /* Verify the parts' datasets behind virtual dataset d (of index file `file`) that hold
  * any of the region rows [r0, r0 + nr) x columns [c0, c0 + nc) (nr 0: all of it). */
 static int verify_virtual(hid_t d, const char *file, const char *path, int legacy, hsize_t r0, hsize_t c0, hsize_t nr,
@@ -1467,34 +1498,18 @@ static int verify_virtual(hid_t d, const char *file, const char *path, int legac
 	for (size_t i = 0; i < cnt && !rc; i++) {
 		char fname[64], dname[1100], key[1200], pfile[PATH_CAP + 80];
 		hsize_t s0[H5S_MAX_RANK] = { 0 }, e0[H5S_MAX_RANK] = { 0 };
-		hid_t vs = H5Pget_virtual_vspace(dcpl, i), pf = -1, pd = -1, fapl;
-		int nd = vs >= 0 ? H5Sget_simple_extent_ndims(vs) : -1;
+		hid_t pf = -1, pd = -1;
 
-		if (vs < 0 || nd < 1 || H5Sget_select_bounds(vs, s0, e0) < 0 ||
-		    H5Pget_virtual_filename(dcpl, i, fname, sizeof(fname)) < 0 ||
-		    H5Pget_virtual_dsetname(dcpl, i, dname, sizeof(dname)) < 0) {
-			h5_close(&vs);
+		if (vmap_at(dcpl, i, s0, e0, fname, sizeof(fname), dname, sizeof(dname))) {
 			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': tensor '%s' cannot be described", file, path);
 			break;
-		}
-		h5_close(&vs);
-		if (nd == 1) {
-			s0[1] = 0;
-			e0[1] = 0;
 		}
 		if (nr && (e0[0] < r0 || s0[0] >= r0 + nr || e0[1] < c0 || s0[1] >= c0 + nc))
 			continue;
 		snprintf(key, sizeof(key), "%s:%s", fname, dname);
 		if (vcache_has(cache, key))
 			continue;
-		snprintf(pfile, sizeof(pfile), "%s/%s", dir, fname);
-		/* HDF5 may hold the part open already, as a virtual dataset's source, with its own
-		 * access properties (file locking on): open it the same way then */
-		if ((fapl = h5_fapl()) >= 0 && (pf = H5Fopen(pfile, H5F_ACC_RDONLY, fapl)) < 0) {
-			h5_clear();
-			pf = H5Fopen(pfile, H5F_ACC_RDONLY, H5P_DEFAULT);
-		}
-		if (fapl < 0 || pf < 0 || (pd = H5Dopen2(pf, dname, H5P_DEFAULT)) < 0) {
+		if ((pf = part_open(dir, fname, pfile, sizeof(pfile))) < 0 || (pd = H5Dopen2(pf, dname, H5P_DEFAULT)) < 0) {
 			rc = h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot read part '%s' of tensor '%s'", file, pfile, path);
 		} else {
 			char p2[1200];
@@ -1503,7 +1518,6 @@ static int verify_virtual(hid_t d, const char *file, const char *path, int legac
 			if (!rc)
 				vcache_add(cache, key);
 		}
-		h5_close(&fapl);
 		h5_close(&pd);
 		if (pf >= 0)
 			H5Fclose(pf);
@@ -3179,32 +3193,21 @@ static int verify_read(hid_t sd, const float *dst, int64_t n)
 static int verify_read_virtual(hid_t d, const char *file, const struct mt_param *lp, int tp_rank, const float *dst,
 			       struct vcache *vc)
 {
-	hid_t dcpl = H5Dget_create_plist(d), pf = -1, pd = -1, fapl = -1;
+	hid_t dcpl = H5Dget_create_plist(d), pf = -1, pd = -1;
 	int64_t pieces[2][4];
 	int k = mt_params_pieces(lp, tp_rank, pieces), ok = 0;
 	size_t cnt = 0;
 	char one[1200] = "", fname[64], dname[1100], key[1200], dir[PATH_CAP], pfile[PATH_CAP + 80];
 	const char *slash = strrchr(file, '/');
 
-	if (dcpl < 0 || H5Pget_virtual_count(dcpl, &cnt) < 0) {
-		h5_close(&dcpl);
-		h5_clear();
-		return 0;
-	}
+	if (dcpl < 0 || H5Pget_virtual_count(dcpl, &cnt) < 0)
+		goto out;
 	for (size_t i = 0; i < cnt; i++) {
 		hsize_t s0[H5S_MAX_RANK] = { 0 }, e0[H5S_MAX_RANK] = { 0 };
-		hid_t vs = H5Pget_virtual_vspace(dcpl, i);
-		int nd = vs >= 0 ? H5Sget_simple_extent_ndims(vs) : -1, hit = 0;
+		int hit = 0;
 
-		if (vs < 0 || nd < 1 || H5Sget_select_bounds(vs, s0, e0) < 0 ||
-		    H5Pget_virtual_filename(dcpl, i, fname, sizeof(fname)) < 0 ||
-		    H5Pget_virtual_dsetname(dcpl, i, dname, sizeof(dname)) < 0) {
-			h5_close(&vs);
+		if (vmap_at(dcpl, i, s0, e0, fname, sizeof(fname), dname, sizeof(dname)))
 			goto out;
-		}
-		h5_close(&vs);
-		if (nd == 1)
-			s0[1] = e0[1] = 0;
 		for (int j = 0; j < k; j++) {
 			hsize_t r0 = (hsize_t)pieces[j][0], c0 = (hsize_t)pieces[j][1], nr = (hsize_t)pieces[j][2],
 				nc = (hsize_t)(lp->ndim == 2 ? pieces[j][3] : 1);
@@ -3221,18 +3224,12 @@ static int verify_read_virtual(hid_t d, const char *file, const struct mt_param 
 		goto out;
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
 	snprintf(fname, sizeof(fname), "%.*s", (int)(strchr(one, ':') - one), one);
-	snprintf(pfile, sizeof(pfile), "%s/%s", dir, fname);
-	/* opened as verify_virtual does: HDF5 holds it open already as the source */
-	if ((fapl = h5_fapl()) >= 0 && (pf = H5Fopen(pfile, H5F_ACC_RDONLY, fapl)) < 0) {
-		h5_clear();
-		pf = H5Fopen(pfile, H5F_ACC_RDONLY, H5P_DEFAULT);
-	}
-	if (pf >= 0 && (pd = H5Dopen2(pf, strchr(one, ':') + 1, H5P_DEFAULT)) >= 0 && verify_read(pd, dst, lp->numel)) {
+	if ((pf = part_open(dir, fname, pfile, sizeof(pfile))) >= 0 &&
+	    (pd = H5Dopen2(pf, strchr(one, ':') + 1, H5P_DEFAULT)) >= 0 && verify_read(pd, dst, lp->numel)) {
 		vcache_add(vc, one);
 		ok = 1;
 	}
 out:
-	h5_close(&fapl);
 	h5_close(&pd);
 	if (pf >= 0)
 		H5Fclose(pf);
