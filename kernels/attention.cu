@@ -902,7 +902,11 @@ static int attn_bwd(void *dqkv, const void *dy, const void *y, const float *lse,
 extern "C" int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T_, int np, int ng,
 				int hd)
 {
+	int rc;
+
 	MT_REQUIRE(B > 0 && T_ > 0 && ng > 0 && np % ng == 0 && B < 65536 && np < 65536, "attention: bad shape");
+	if (mt_attention_tensor_cores && (rc = mt_attention_fwd_sm90(dt, y, lse, qkv, B, T_, np, ng, hd)) <= 0)
+		return rc;
 	return MT_DISPATCH(dt, attn_fwd, y, lse, qkv, B, T_, np, ng, hd, mt_attention_tensor_cores);
 }
 

@@ -18,6 +18,12 @@ extern "C" {
  * CUDA-core ones (for comparing the two) */
 extern int mt_attention_tensor_cores;
 
+/* 1 (default): on a compute capability 9.0 device with sm_90a code, bf16/fp16 at head
+ * sizes 64 and 128 take the wgmma/TMA forward (attention_sm90.cu); 0: the mma.sync one */
+extern int mt_attention_sm90;
+/* the sm_90a forward: 0 when it ran, 1 when it does not apply here, -1 on a CUDA error */
+int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
+
 /* y[B*T][np*hd] = softmax(q k^T / sqrt(hd), causal) v; lse[B][np][T] */
 int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
 /* dqkv (every element written) from dy, y, lse and qkv; scratch: B*np*T floats */

@@ -772,7 +772,8 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 				}
 			}
 		}
-	snprintf(what, sizeof(what), "attention fwd B%d T%d heads %d/%d hd %d", B, T, np, ng, hd);
+	snprintf(what, sizeof(what), "attention fwd B%d T%d heads %d/%d hd %d%s", B, T, np, ng, hd,
+		 mt_attention_sm90 ? "" : " (mma.sync)");
 	CHECK(y.h, ry, N * q, dt, what);
 	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d", B, T, np, ng, hd);
 	CHECK(dqkv.h, rd, N * row, dt, what);
@@ -1485,6 +1486,11 @@ int main(void)
 		test_attention(dt, 1, 256, 2, 1, 128); /* whole 128-query blocks at 128 */
 		test_attention(dt, 1, 1000, 2, 2, 128); /* many key tiles, a ragged last block */
 	}
+	/* on a Hopper device the cases above ran the sm_90a forward: the mma.sync one too */
+	mt_attention_sm90 = 0;
+	test_attention(MT_BF16, 1, 1000, 2, 2, 64);
+	test_attention(MT_BF16, 1, 200, 4, 2, 128);
+	mt_attention_sm90 = 1;
 	/* fp16 attention (the tensor-core kernels at head sizes 64 and 128, CUDA cores below) */
 	test_attention(MT_F16, 2, 70, 4, 4, 16);
 	test_attention(MT_F16, 2, 300, 6, 2, 64);

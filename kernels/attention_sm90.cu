@@ -1,0 +1,416 @@
+// attention_sm90.cu: the causal attention forward on Hopper's own instructions (sm_90a),
+// for bf16/fp16 at head sizes 64 and 128 (see attention.h; attention.cu dispatches here
+// when the device is compute capability 9.0 and the binary holds sm_90a code).
+//
+// One block computes 128 query rows of one head in three warpgroups, producer and
+// consumers (warp specialization, as FlashAttention-3 describes it):
+// - the producer (warpgroup 0; one thread issues) loads the query tile once and streams
+//   key and value tiles of 128 rows through two shared-memory stages with TMA (bulk
+//   tensor copies: cp.async.bulk.tensor), each stage's arrival counted by an mbarrier
+//   ("full") and its release by the consumers by another ("empty");
+// - each consumer warpgroup owns 64 query rows: S = Q K^T by wgmma with both operands in
+//   shared memory, the online softmax in registers (running max and sum, exp2 with the
+//   scale folded in, masks only on tiles that cross the diagonal or the end), then
+//   O += P V by wgmma with P taken straight from the score accumulators (an accumulator's
+//   per-warp layout is the A-operand layout of the next product) and V transposed from
+//   shared memory.
+// The producer gives registers back (setmaxnreg) so that the consumers hold their score
+// and output accumulators (64 + 64 floats at head size 128) without spilling.
+//
+// Shared-memory tiles are in the 128-byte swizzled layout that TMA writes and wgmma reads:
+// rows of 64 elements (128 bytes), 16-byte chunk c of row r stored at chunk c ^ (r % 8),
+// 8-row atoms of 1024 bytes (1024-aligned); a head size of 128 is two such column halves,
+// one after the other. The query rows past the sequence are TMA's zero fill (the tensor
+// map is three-dimensional: columns, positions, batch), and so are the key and value rows.
+//
+// The sm_80 build and other devices keep attention.cu's mma.sync kernels; so does this
+// device with mt_attention_sm90 = 0 (tests compare both with the CPU reference).
+#include "attention.h"
+
+#include "common.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "wgmma.cuh"
+#endif
+
+extern "C" int mt_attention_sm90 = 1;
+
+namespace {
+
+constexpr int BQ = 128, BK = 128, THREADS = 384;
+constexpr float LOG2E_F = 1.4426950408889634f;
+
+struct geo90 {
+	int T, np, per;
+	float sl2; // scale * log2(e)
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// a wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading and
+// stride byte offsets (16-byte units)
+__device__ __forceinline__ uint64_t sdesc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+	return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, unsigned bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, unsigned parity)
+{
+	unsigned done;
+	do
+		asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+			     : "=r"(done)
+			     : "r"(bar), "r"(parity)
+			     : "memory");
+	while (!done);
+}
+// a box of the three-dimensional tensor map (column, position, batch) into shared memory,
+// counted on bar
+__device__ __forceinline__ void tma_load3(uint32_t dst, const CUtensorMap *tm, uint32_t bar, int c, int t, int b)
+{
+	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+		     "l"((uint64_t)tm), "r"(bar), "r"(c), "r"(t), "r"(b)
+		     : "memory");
+}
+__device__ __forceinline__ float ex2f(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+template <typename T> __device__ __forceinline__ unsigned pk2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned pk2<__nv_bfloat16>(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *(unsigned *)&v;
+}
+template <> __device__ __forceinline__ unsigned pk2<__half>(float lo, float hi)
+{
+	__half2 v = __floats2half2_rn(lo, hi);
+	return *(unsigned *)&v;
+}
+// the two values of a packed pair as P.V multiplies them, summed
+template <typename T> __device__ __forceinline__ float sum_pk(unsigned u)
+{
+	const T *h = (const T *)&u;
+	return to_f(h[0]) + to_f(h[1]);
+}
+#endif
+
+// stages of the key/value ring: three at head size 64, two at 128 (shared memory)
+template <int HD> __host__ __device__ constexpr int stages() { return HD <= 64 ? 3 : 2; }
+template <int HD> constexpr size_t fwd_smem() { return (size_t)BQ * HD * 2 + 2 * stages<HD>() * (size_t)BK * HD * 2 + 64 + 1024; }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// the online softmax of one tile's scores s (keys from j0; masked: the keys after a row or
+// past the end count as -inf): the new running maxima m (scaled, log2 units),
+// corr = 2^(old - new) of each row half, P packed as the A operand of P.V (16 keys a
+// step: registers (row, keys 0-7), (row + 8, 0-7), (row, 8-15), (row + 8, 8-15) of the
+// step's two 8-key accumulator blocks) and the running sums l of what P.V multiplies.
+// s is only read: P.V may still be in flight, and writing registers that a product
+// issued with it uses would make ptxas serialize the products.
+template <typename T, bool MASK>
+__device__ __forceinline__ void fwd_softmax(const float *s, float *m, float *l, float *corr, unsigned (*pa)[4], float sl2,
+					    int r0, int j0, int tc, int T_)
+{
+	auto val = [&](int n, int e) {
+		if constexpr (MASK) {
+			int i = r0 + 8 * (e >> 1), j = j0 + 8 * n + tc + (e & 1);
+			return j > i || j >= T_ ? -INFINITY : s[4 * n + e];
+		} else {
+			return s[4 * n + e];
+		}
+	};
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		float mx = -INFINITY, mn;
+#pragma unroll
+		for (int n = 0; n < BK / 8; n++)
+			mx = fmaxf(mx, fmaxf(val(n, 2 * h), val(n, 2 * h + 1)));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+		mn = fmaxf(m[h], mx * sl2);
+		corr[h] = ex2f(m[h] - mn);
+		m[h] = mn;
+		l[h] *= corr[h];
+	}
+#pragma unroll
+	for (int kk = 0; kk < BK / 16; kk++)
+#pragma unroll
+		for (int r = 0; r < 4; r++) {
+			int n = 2 * kk + r / 2, e = 2 * (r % 2);
+			pa[kk][r] = pk2<T>(ex2f(val(n, e) * sl2 - m[r % 2]), ex2f(val(n, e + 1) * sl2 - m[r % 2]));
+			l[r % 2] += sum_pk<T>(pa[kk][r]);
+		}
+}
+
+// keeps a value computed before this point (the compiler would otherwise sink it)
+__device__ __forceinline__ void pin(uint64_t &x) { asm volatile("" : "+l"(x)); }
+__device__ __forceinline__ void pin(unsigned &x) { asm volatile("" : "+r"(x)); }
+
+// One tile's products, issued and not waited for: S = Q K^T (with PV: O += P V of the
+// previous tile behind it in a second commit group). Q and K are K-major: 16 columns (32
+// bytes) a step within a 128-byte row, the head size's 64-column halves one after the
+// other. V is MN-major (head-size columns contiguous): 16 keys are two 8-row atoms
+// (1024 bytes apart), the 64-column halves BK * 128 bytes apart. Every descriptor and P
+// register is made before the first product: a register defined between the products in
+// flight makes ptxas serialize them.
+template <typename T, int HD, bool PV>
+__device__ __forceinline__ void fwd_issue(float *s, uint32_t sq, uint32_t sk, float *o, unsigned (*pa)[4], uint32_t sv)
+{
+	uint64_t da[HD / 16], db[HD / 16], dv[BK / 16];
+#pragma unroll
+	for (int k = 0; k < HD / 16; k++) {
+		da[k] = sdesc(sq + (k / 4) * BQ * 128 + (k % 4) * 32, 16, 1024);
+		db[k] = sdesc(sk + (k / 4) * BK * 128 + (k % 4) * 32, 16, 1024);
+		pin(da[k]), pin(db[k]);
+	}
+	if constexpr (PV)
+#pragma unroll
+		for (int kk = 0; kk < BK / 16; kk++) {
+			dv[kk] = sdesc(sv + kk * 16 * 128, BK * 128, 1024);
+			pin(dv[kk]);
+#pragma unroll
+			for (int r = 0; r < 4; r++)
+				pin(pa[kk][r]);
+		}
+	wgmma_fence();
+	wgmma<T, BK>::template ss<0>(s, da[0], db[0]);
+#pragma unroll
+	for (int k = 1; k < HD / 16; k++)
+		wgmma<T, BK>::template ss<1>(s, da[k], db[k]);
+	wgmma_commit();
+	if constexpr (PV) {
+#pragma unroll
+		for (int kk = 0; kk < BK / 16; kk++)
+			wgmma<T, HD>::template rs_t<1>(o, pa[kk], dv[kk]);
+		wgmma_commit();
+	}
+}
+
+// O += P V of the last tile
+template <typename T, int HD> __device__ __forceinline__ void fwd_pv(float *o, unsigned (*pa)[4], uint32_t sv)
+{
+	uint64_t dv[BK / 16];
+#pragma unroll
+	for (int kk = 0; kk < BK / 16; kk++) {
+		dv[kk] = sdesc(sv + kk * 16 * 128, BK * 128, 1024);
+		pin(dv[kk]);
+	}
+	wgmma_fence();
+#pragma unroll
+	for (int kk = 0; kk < BK / 16; kk++)
+		wgmma<T, HD>::template rs_t<1>(o, pa[kk], dv[kk]);
+	wgmma_commit();
+}
+#endif
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = stages<HD>();
+	extern __shared__ unsigned char smraw[];
+	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
+	uint32_t sq = base, sk0 = base + QBYTES, sv0 = sk0 + NS * KBYTES, bars = sv0 + NS * KBYTES;
+	// barriers: the query tile; full[NS]; empty[NS]
+	uint32_t qbar = bars, full0 = bars + 8, empty0 = bars + 8 + 8 * NS;
+	int wg = threadIdx.x / 128, qt = gridDim.x - 1 - blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
+	int q0 = qt * BQ, nt = min((q0 + BQ + BK - 1) / BK, (g.T + BK - 1) / BK), grp = hh / g.per;
+	int qcol = (grp * (g.per + 2) + hh % g.per) * HD, kcol = (grp * (g.per + 2) + g.per) * HD, vcol = kcol + HD;
+
+	if (threadIdx.x == 0) {
+		mbar_init(qbar, 1);
+		for (int s = 0; s < NS; s++) {
+			mbar_init(full0 + 8 * s, 1);
+			mbar_init(empty0 + 8 * s, 8); // lane 0 of each consumer warp
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+	}
+	__syncthreads();
+
+	if (wg == 0) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+		if (threadIdx.x == 0) {
+			mbar_expect(qbar, QBYTES);
+			for (int h = 0; h < NH; h++)
+				tma_load3(sq + h * BQ * 128, &tm, qbar, qcol + 64 * h, q0, b);
+			for (int t = 0; t < nt; t++) {
+				int s = t % NS;
+				uint32_t fb = full0 + 8 * s, sk = sk0 + s * KBYTES, sv = sv0 + s * KBYTES;
+				if (t >= NS)
+					mbar_wait(empty0 + 8 * s, ((t / NS) - 1) & 1);
+				mbar_expect(fb, 2 * KBYTES);
+				for (int h = 0; h < NH; h++) {
+					tma_load3(sk + h * BK * 128, &tm, fb, kcol + 64 * h, t * BK, b);
+					tma_load3(sv + h * BK * 128, &tm, fb, vcol + 64 * h, t * BK, b);
+				}
+			}
+		}
+		return;
+	}
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+
+	// Each consumer warpgroup: S of tile t is issued with P.V of tile t - 1 behind it, so
+	// the tensor cores work on P.V while the warps wait for S and then run the softmax of
+	// tile t; the rescale of O waits for P.V (FlashAttention-3's intra-warpgroup overlap).
+	int c = wg - 1, lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
+	int rlo = q0 + 64 * c, r0 = rlo + 16 * w + lane / 4, tc = 2 * (lane % 4);
+	float o[ND], s[BK / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, corr[2];
+	unsigned pa[BK / 16][4], pn[BK / 16][4];
+
+#pragma unroll
+	for (int i = 0; i < ND; i++)
+		o[i] = 0.0f;
+	mbar_wait(qbar, 0);
+	mbar_wait(full0, 0);
+	fwd_issue<T, HD, false>(s, sq + c * 64 * 128, sk0, o, pa, 0);
+	wgmma_wait<0>();
+	wgmma_hold<BK / 2>(s);
+	fwd_softmax<T, true>(s, m, l, corr, pa, g.sl2, r0, 0, tc, g.T);
+	// tile t: P of tile t - 1 in pp, this tile's into pq (the loop runs two tiles an
+	// iteration with the roles swapped: copying pq to pp would let ptxas fold the two
+	// into the same registers, written while P.V reads them, and serialize the products)
+	auto tile = [&](int t, unsigned (&pp)[BK / 16][4], unsigned (&pq)[BK / 16][4]) {
+		int st = t % NS, sp = (t - 1) % NS, j0 = t * BK;
+
+		mbar_wait(full0 + 8 * st, (t / NS) & 1);
+		fwd_issue<T, HD, true>(s, sq + c * 64 * 128, sk0 + st * KBYTES, o, pp, sv0 + sp * KBYTES);
+		wgmma_wait<1>(); // S done, P.V may still run
+		wgmma_hold<BK / 2>(s);
+		if (j0 + BK - 1 > rlo || j0 + BK > g.T) // keys after some row of this warpgroup, or past the end
+			fwd_softmax<T, true>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+		else
+			fwd_softmax<T, false>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+		wgmma_wait<0>();
+		wgmma_hold<ND>(o);
+		if (lane == 0)
+			mbar_arrive(empty0 + 8 * sp);
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			o[4 * n] *= corr[0];
+			o[4 * n + 1] *= corr[0];
+			o[4 * n + 2] *= corr[1];
+			o[4 * n + 3] *= corr[1];
+		}
+	};
+	int t = 1;
+	for (; t + 1 < nt; t += 2) {
+		tile(t, pa, pn);
+		tile(t + 1, pn, pa);
+	}
+	if (t < nt) {
+		tile(t, pa, pn);
+		fwd_pv<T, HD>(o, pn, sv0 + ((nt - 1) % NS) * KBYTES);
+	} else {
+		fwd_pv<T, HD>(o, pa, sv0 + ((nt - 1) % NS) * KBYTES);
+	}
+	wgmma_wait<0>();
+	wgmma_hold<ND>(o);
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int i = r0 + 8 * h;
+		float inv;
+		l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+		l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+		inv = 1.0f / l[h];
+		if (i >= g.T)
+			continue;
+		T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++)
+			*(unsigned *)(yr + 8 * n + tc) = pk2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+		if (lane % 4 == 0)
+			lse[((int64_t)b * g.np + hh) * g.T + i] = (m[h] + log2f(l[h])) * (1.0f / LOG2E_F);
+	}
+#endif
+}
+
+// cuTensorMapEncodeTiled from the driver, found through the runtime (no -lcuda)
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
+{
+	static PFN_cuTensorMapEncodeTiled_v12000 fn;
+	static int tried;
+	if (!tried) {
+		void *p = NULL;
+		cudaDriverEntryPointQueryResult q;
+		tried = 1;
+		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+		    q == cudaDriverEntryPointSuccess)
+			fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+	}
+	return fn;
+}
+
+// whether this device runs the kernels above: compute capability 9.0 and sm_90a code in
+// this binary (-1 unknown yet)
+int usable(void)
+{
+	static int dev_ok = -1;
+	if (dev_ok < 0) {
+		int dev = 0, major = 0, minor = 0;
+		const char *env = getenv("MT_ATTN_SM90"); // 0: the mma.sync kernels, for comparisons
+		dev_ok = !(env && !strcmp(env, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
+			 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+			 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+			 minor == 0 && strstr(MT_CUDA_ARCHS, "sm_90a") && encode_fn();
+	}
+	return dev_ok;
+}
+
+template <typename T, int HD>
+int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, int T_, int np, int ng)
+{
+	CUtensorMap tm;
+	int row = (np + 2 * ng) * HD;
+	cuuint64_t dims[3] = { (cuuint64_t)row, (cuuint64_t)T_, (cuuint64_t)B };
+	cuuint64_t strides[2] = { (cuuint64_t)row * sizeof(T), (cuuint64_t)row * T_ * sizeof(T) };
+	cuuint32_t box[3] = { 64, BQ, 1 }, es[3] = { 1, 1, 1 };
+	CUresult r = encode_fn()(&tm, dty, 3, (void *)qkv, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+				 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	geo90 g = { T_, np, np / ng, LOG2E_F / sqrtf((float)HD) };
+	size_t smem = fwd_smem<HD>();
+
+	MT_REQUIRE(r == CUDA_SUCCESS, "attention: cuTensorMapEncodeTiled failed (%d)", (int)r);
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+	fa3_fwd<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, smem, MT_STREAM>>>((T *)y, lse,
+														       tm, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
+} // namespace
+
+// 0 when the sm_90a forward ran, 1 when it does not apply (the caller takes another path),
+// -1 on a CUDA error
+extern "C" int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T_, int np,
+				     int ng, int hd)
+{
+	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable())
+		return 1;
+	if (dt == MT_BF16) {
+		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+		return hd == 64 ? fwd90<__nv_bfloat16, 64>(d, y, lse, qkv, B, T_, np, ng)
+				: fwd90<__nv_bfloat16, 128>(d, y, lse, qkv, B, T_, np, ng);
+	}
+	CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+	return hd == 64 ? fwd90<__half, 64>(d, y, lse, qkv, B, T_, np, ng) : fwd90<__half, 128>(d, y, lse, qkv, B, T_, np, ng);
+}
