@@ -913,6 +913,10 @@ extern "C" int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const voi
 extern "C" int mt_attention_bwd(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
 				const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
 {
+	int rc;
+
 	MT_REQUIRE(B > 0 && T_ > 0 && ng > 0 && np % ng == 0 && B < 65536 && np < 65536, "attention: bad shape");
+	if (mt_attention_tensor_cores && (rc = mt_attention_bwd_sm90(dt, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch)) <= 0)
+		return rc;
 	return MT_DISPATCH(dt, attn_bwd, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch, mt_attention_tensor_cores);
 }

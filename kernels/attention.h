@@ -23,6 +23,9 @@ extern int mt_attention_tensor_cores;
 extern int mt_attention_sm90;
 /* the sm_90a forward: 0 when it ran, 1 when it does not apply here, -1 on a CUDA error */
 int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
+/* the sm_90a backward, the same way */
+int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
+			  int B, int T, int np, int ng, int hd, float *scratch);
 
 /* y[B*T][np*hd] = softmax(q k^T / sqrt(hd), causal) v; lse[B][np][T] */
 int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);

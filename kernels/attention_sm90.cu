@@ -46,8 +46,8 @@ constexpr int BQ = 128, BK = 128, THREADS = 384;
 constexpr float LOG2E_F = 1.4426950408889634f;
 
 struct geo90 {
-	int T, np, per;
-	float sl2; // scale * log2(e)
+	int T, np, per, row;
+	float sl2, scale; // scale * log2(e), 1 / sqrt(hd)
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -344,6 +344,315 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 #endif
 }
 
+// ---- backward ----
+//
+// Two kernels, as attention.cu's: the key/value gradients a block of 128 keys (64 a
+// consumer warpgroup) streaming the query and output-gradient tiles of every head of its
+// group (64 queries a tile), then the query gradients a block of 128 queries streaming key
+// and value tiles (64 keys a tile). Seven products, every one a wgmma; no atomics, so
+// every run gives the same bits. D = rowsum(dO * O) comes first (bwd_dsum). Per tile:
+//   dK/dV: S^T = K Q^T, dP^T = V dO^T (both operands K-major in shared memory),
+//          P^T = exp(S^T - lse), dS^T = P^T (dP^T - D) scale, dV += P^T dO, dK += dS^T Q
+//          (P^T and dS^T from registers, dO and Q MN-major);
+//   dQ:    S = Q K^T, dP = dO V^T, P, dS as above, dQ += dS K (K MN-major).
+// lse and D of the tile's queries go through shared memory in the key/value kernel (a
+// column each), in registers in the query kernel (a row each).
+constexpr int BM = 64; // queries a tile (key/value kernel), keys a tile (query kernel)
+
+template <typename T, int HD> __host__ __device__ constexpr size_t dkv_smem()
+{
+	return 2 * (size_t)BK * HD * 2 + 2 * 2 * (size_t)BM * HD * 2 + 2 * 2 * BM * 2 * 4 + 64 + 1024;
+}
+template <typename T, int HD> __host__ __device__ constexpr size_t dq_smem()
+{
+	return 2 * (size_t)BQ * HD * 2 + 2 * 2 * (size_t)BM * HD * 2 + 64 + 1024;
+}
+
+template <typename T>
+__global__ void bwd_dsum(float *D, const T *dy, const T *y, int rows, int np, int T_, int hd)
+{
+	int wid = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+	if (wid >= rows * np)
+		return;
+	int i = wid / np, h = wid % np; // i = b * T + t
+	const T *a = dy + (int64_t)i * np * hd + h * hd, *o = y + (int64_t)i * np * hd + h * hd;
+	float sum = 0.0f;
+	for (int e = lane; e < hd; e += 32)
+		sum += to_f(a[e]) * to_f(o[e]);
+	sum = warp_sum(sum);
+	if (lane == 0)
+		D[((int64_t)(i / T_) * np + h) * T_ + i % T_] = sum;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// C (64 x N) = A B^T over HD: A (64 rows) and B (N rows) K-major, [HD / 64 halves][rows][128 B],
+// the halves arows * 128 and brows * 128 bytes apart; issued and committed
+template <typename T, int N, int HD>
+__device__ __forceinline__ void ss_kmajor(float *c, uint32_t sa, int arows, uint32_t sb, int brows)
+{
+	uint64_t da[HD / 16], db[HD / 16];
+#pragma unroll
+	for (int k = 0; k < HD / 16; k++) {
+		da[k] = sdesc(sa + (k / 4) * arows * 128 + (k % 4) * 32, 16, 1024);
+		db[k] = sdesc(sb + (k / 4) * brows * 128 + (k % 4) * 32, 16, 1024);
+		pin(da[k]), pin(db[k]);
+	}
+	wgmma_fence();
+	wgmma<T, N>::template ss<0>(c, da[0], db[0]);
+#pragma unroll
+	for (int k = 1; k < HD / 16; k++)
+		wgmma<T, N>::template ss<1>(c, da[k], db[k]);
+	wgmma_commit();
+}
+// C (64 x HD) += A B: A (64 x K) from registers, B (K rows x HD) MN-major in shared memory
+// ([halves][K rows][128 B]); issued and committed
+template <typename T, int HD, int K>
+__device__ __forceinline__ void rs_mn(float *c, unsigned (*a)[4], uint32_t sb)
+{
+	uint64_t db[K / 16];
+#pragma unroll
+	for (int kk = 0; kk < K / 16; kk++) {
+		db[kk] = sdesc(sb + kk * 16 * 128, K * 128, 1024);
+		pin(db[kk]);
+#pragma unroll
+		for (int r = 0; r < 4; r++)
+			pin(a[kk][r]);
+	}
+	wgmma_fence();
+#pragma unroll
+	for (int kk = 0; kk < K / 16; kk++)
+		wgmma<T, HD>::template rs_t<1>(c, a[kk], db[kk]);
+	wgmma_commit();
+}
+__device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+#endif
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(THREADS, 1)
+	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
+		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	constexpr int KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2;
+	extern __shared__ unsigned char smraw[];
+	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
+	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, bars = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
+	float *cols = (float *)(smraw + (so0 + 2 * QB - smem_u32(smraw))); // [consumer][2 buffers][lse2, D][BM]
+	uint32_t kvbar = bars, full0 = bars + 8, empty0 = bars + 24;
+	int wg = threadIdx.x / 128, kb = blockIdx.x, grp = blockIdx.y, b = blockIdx.z;
+	int k0 = kb * BK, qt0 = k0 / BM, nqt = (g.T + BM - 1) / BM, per = g.per, ntile = per * (nqt - qt0);
+	int kcol = (grp * (per + 2) + per) * HD, vcol = kcol + HD;
+
+	if (threadIdx.x == 0) {
+		mbar_init(kvbar, 1);
+		for (int s = 0; s < 2; s++) {
+			mbar_init(full0 + 8 * s, 1);
+			mbar_init(empty0 + 8 * s, 8);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+	}
+	__syncthreads();
+	if (wg == 0) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+		if (threadIdx.x == 0) {
+			mbar_expect(kvbar, 2 * KVB);
+			for (int h = 0; h < HD / 64; h++) {
+				tma_load3(sk + h * BK * 128, &tk, kvbar, kcol + 64 * h, k0, b);
+				tma_load3(sv + h * BK * 128, &tk, kvbar, vcol + 64 * h, k0, b);
+			}
+			for (int t = 0; t < ntile; t++) {
+				int s = t & 1, hq = t / (nqt - qt0), q0 = (qt0 + t % (nqt - qt0)) * BM, hh = grp * per + hq;
+				uint32_t fb = full0 + 8 * s;
+				if (t >= 2)
+					mbar_wait(empty0 + 8 * s, ((t >> 1) - 1) & 1);
+				mbar_expect(fb, 2 * QB);
+				for (int h = 0; h < HD / 64; h++) {
+					tma_load3(sq0 + s * QB + h * BM * 128, &tq, fb, (grp * (per + 2) + hq) * HD + 64 * h, q0, b);
+					tma_load3(so0 + s * QB + h * BM * 128, &tdo, fb, hh * HD + 64 * h, q0, b);
+				}
+			}
+		}
+		return;
+	}
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+
+	int c = wg - 1, lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, tc = 2 * (lane % 4);
+	int kr0 = k0 + 64 * c + 16 * w + lane / 4; // this thread's key rows: kr0, kr0 + 8
+	float dk[ND], dv[ND], st[BM / 2], dp[BM / 2];
+	unsigned pa[BM / 16][4], da[BM / 16][4];
+#pragma unroll
+	for (int i = 0; i < ND; i++)
+		dk[i] = dv[i] = 0.0f;
+	mbar_wait(kvbar, 0);
+	for (int t = 0; t < ntile; t++) {
+		int s = t & 1, hq = t / (nqt - qt0), q0 = (qt0 + t % (nqt - qt0)) * BM, hh = grp * per + hq;
+		uint32_t sq = sq0 + s * QB, so = so0 + s * QB;
+		float *cl = cols + (c * 2 + s) * 2 * BM;
+
+		// this tile's lse (log2 units) and D, a column each, for the warpgroup
+		if (threadIdx.x % 128 < BM) {
+			int q = q0 + threadIdx.x % 128;
+			int64_t at = ((int64_t)b * g.np + hh) * g.T + q;
+			cl[threadIdx.x % 128] = q < g.T ? lse[at] * LOG2E_F : 0.0f;
+			cl[BM + threadIdx.x % 128] = q < g.T ? D[at] : 0.0f;
+		}
+		wg_bar(1 + c);
+		mbar_wait(full0 + 8 * s, (t >> 1) & 1);
+		ss_kmajor<T, BM, HD>(st, sk + c * 64 * 128, BK, sq, BM);
+		ss_kmajor<T, BM, HD>(dp, sv + c * 64 * 128, BK, so, BM);
+		wgmma_wait<0>();
+		wgmma_hold<BM / 2>(st);
+		wgmma_hold<BM / 2>(dp);
+		bool mask = q0 < k0 + 64 * c + 63 || q0 + BM > g.T || k0 + BK > g.T;
+#pragma unroll
+		for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+			for (int r = 0; r < 4; r++) {
+				int n = 2 * kk + r / 2, e = 2 * (r % 2), j = kr0 + 8 * (r % 2);
+				float p[2], ds[2];
+#pragma unroll
+				for (int u = 0; u < 2; u++) {
+					int qc = 8 * n + tc + u, i = q0 + qc;
+					p[u] = ex2f(st[4 * n + e + u] * g.sl2 - cl[qc]);
+					if (mask && (j > i || i >= g.T || j >= g.T))
+						p[u] = 0.0f;
+					ds[u] = p[u] * (dp[4 * n + e + u] - cl[BM + qc]) * g.scale;
+				}
+				pa[kk][r] = pk2<T>(p[0], p[1]);
+				da[kk][r] = pk2<T>(ds[0], ds[1]);
+			}
+		rs_mn<T, HD, BM>(dv, pa, so);
+		rs_mn<T, HD, BM>(dk, da, sq);
+		wgmma_wait<0>();
+		wgmma_hold<ND>(dv);
+		wgmma_hold<ND>(dk);
+		if (lane == 0)
+			mbar_arrive(empty0 + 8 * s);
+	}
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int j = kr0 + 8 * h;
+		if (j >= g.T)
+			continue;
+		T *row = dqkv + ((int64_t)b * g.T + j) * g.row + kcol;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++) {
+			*(unsigned *)(row + 8 * n + tc) = pk2<T>(dk[4 * n + 2 * h], dk[4 * n + 2 * h + 1]);
+			*(unsigned *)(row + HD + 8 * n + tc) = pk2<T>(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
+		}
+	}
+#endif
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(THREADS, 1)
+	fa3_bwd_dq(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
+		   const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	constexpr int QB = BQ * HD * 2, KB = BM * HD * 2, ND = HD / 2;
+	extern __shared__ unsigned char smraw[];
+	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
+	uint32_t sq = base, so = sq + QB, sk0 = so + QB, sv0 = sk0 + 2 * KB, bars = sv0 + 2 * KB;
+	uint32_t qbar = bars, full0 = bars + 8, empty0 = bars + 24;
+	int wg = threadIdx.x / 128, qt = gridDim.x - 1 - blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
+	int q0 = qt * BQ, nt = min((q0 + BQ + BM - 1) / BM, (g.T + BM - 1) / BM), grp = hh / g.per;
+	int qcol = (grp * (g.per + 2) + hh % g.per) * HD, kcol = (grp * (g.per + 2) + g.per) * HD, vcol = kcol + HD;
+
+	if (threadIdx.x == 0) {
+		mbar_init(qbar, 1);
+		for (int s = 0; s < 2; s++) {
+			mbar_init(full0 + 8 * s, 1);
+			mbar_init(empty0 + 8 * s, 8);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+	}
+	__syncthreads();
+	if (wg == 0) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+		if (threadIdx.x == 0) {
+			mbar_expect(qbar, 2 * QB);
+			for (int h = 0; h < HD / 64; h++) {
+				tma_load3(sq + h * BQ * 128, &tq, qbar, qcol + 64 * h, q0, b);
+				tma_load3(so + h * BQ * 128, &tdo, qbar, hh * HD + 64 * h, q0, b);
+			}
+			for (int t = 0; t < nt; t++) {
+				int s = t & 1;
+				uint32_t fb = full0 + 8 * s;
+				if (t >= 2)
+					mbar_wait(empty0 + 8 * s, ((t >> 1) - 1) & 1);
+				mbar_expect(fb, 2 * KB);
+				for (int h = 0; h < HD / 64; h++) {
+					tma_load3(sk0 + s * KB + h * BM * 128, &tk, fb, kcol + 64 * h, t * BM, b);
+					tma_load3(sv0 + s * KB + h * BM * 128, &tk, fb, vcol + 64 * h, t * BM, b);
+				}
+			}
+		}
+		return;
+	}
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+
+	int c = wg - 1, lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, tc = 2 * (lane % 4);
+	int r0 = q0 + 64 * c + 16 * w + lane / 4, rlo = q0 + 64 * c;
+	float dq[ND], st[BM / 2], dp[BM / 2], l2[2], dd[2];
+	unsigned da[BM / 16][4];
+#pragma unroll
+	for (int i = 0; i < ND; i++)
+		dq[i] = 0.0f;
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int i = r0 + 8 * h;
+		int64_t at = ((int64_t)b * g.np + hh) * g.T + i;
+		l2[h] = i < g.T ? lse[at] * LOG2E_F : 0.0f;
+		dd[h] = i < g.T ? D[at] : 0.0f;
+	}
+	mbar_wait(qbar, 0);
+	for (int t = 0; t < nt; t++) {
+		int s = t & 1, j0 = t * BM;
+		uint32_t sk = sk0 + s * KB, sv = sv0 + s * KB;
+
+		mbar_wait(full0 + 8 * s, (t >> 1) & 1);
+		ss_kmajor<T, BM, HD>(st, sq + c * 64 * 128, BQ, sk, BM);
+		ss_kmajor<T, BM, HD>(dp, so + c * 64 * 128, BQ, sv, BM);
+		wgmma_wait<0>();
+		wgmma_hold<BM / 2>(st);
+		wgmma_hold<BM / 2>(dp);
+		bool mask = j0 + BM - 1 > rlo || j0 + BM > g.T;
+#pragma unroll
+		for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+			for (int r = 0; r < 4; r++) {
+				int n = 2 * kk + r / 2, e = 2 * (r % 2), i = r0 + 8 * (r % 2);
+				float ds[2];
+#pragma unroll
+				for (int u = 0; u < 2; u++) {
+					int j = j0 + 8 * n + tc + u;
+					float p = ex2f(st[4 * n + e + u] * g.sl2 - l2[r % 2]);
+					if (mask && (j > i || j >= g.T))
+						p = 0.0f;
+					ds[u] = p * (dp[4 * n + e + u] - dd[r % 2]) * g.scale;
+				}
+				da[kk][r] = pk2<T>(ds[0], ds[1]);
+			}
+		rs_mn<T, HD, BM>(dq, da, sk);
+		wgmma_wait<0>();
+		wgmma_hold<ND>(dq);
+		if (lane == 0)
+			mbar_arrive(empty0 + 8 * s);
+	}
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int i = r0 + 8 * h;
+		if (i >= g.T)
+			continue;
+		T *row = dqkv + ((int64_t)b * g.T + i) * g.row + qcol;
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++)
+			*(unsigned *)(row + 8 * n + tc) = pk2<T>(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+	}
+#endif
+}
+
 // cuTensorMapEncodeTiled from the driver, found through the runtime (no -lcuda)
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 {
@@ -376,23 +685,58 @@ int usable(void)
 	return dev_ok;
 }
 
+// a three-dimensional tensor map (columns, positions, batch) of a [B][T][cols] buffer of
+// 16-bit elements, boxes of 64 columns x rows positions, 128-byte swizzle
+int mkmap(CUtensorMap *tm, CUtensorMapDataType dty, const void *p, int cols, int T_, int B, int rows)
+{
+	cuuint64_t dims[3] = { (cuuint64_t)cols, (cuuint64_t)T_, (cuuint64_t)B };
+	cuuint64_t strides[2] = { (cuuint64_t)cols * 2, (cuuint64_t)cols * T_ * 2 };
+	cuuint32_t box[3] = { 64, (cuuint32_t)rows, 1 }, es[3] = { 1, 1, 1 };
+	CUresult r = encode_fn()(tm, dty, 3, (void *)p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+				 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	MT_REQUIRE(r == CUDA_SUCCESS, "attention: cuTensorMapEncodeTiled failed (%d)", (int)r);
+	return 0;
+}
+
 template <typename T, int HD>
 int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, int T_, int np, int ng)
 {
 	CUtensorMap tm;
 	int row = (np + 2 * ng) * HD;
-	cuuint64_t dims[3] = { (cuuint64_t)row, (cuuint64_t)T_, (cuuint64_t)B };
-	cuuint64_t strides[2] = { (cuuint64_t)row * sizeof(T), (cuuint64_t)row * T_ * sizeof(T) };
-	cuuint32_t box[3] = { 64, BQ, 1 }, es[3] = { 1, 1, 1 };
-	CUresult r = encode_fn()(&tm, dty, 3, (void *)qkv, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-				 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-	geo90 g = { T_, np, np / ng, LOG2E_F / sqrtf((float)HD) };
+	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t smem = fwd_smem<HD>();
 
-	MT_REQUIRE(r == CUDA_SUCCESS, "attention: cuTensorMapEncodeTiled failed (%d)", (int)r);
+	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
+		return -1;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 	fa3_fwd<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, smem, MT_STREAM>>>((T *)y, lse,
 														       tm, g);
+	MT_LAUNCH_CHECK("attention");
+	return 0;
+}
+
+template <typename T, int HD>
+int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
+	  int T_, int np, int ng, float *D)
+{
+	CUtensorMap q64, q128, o64, o128;
+	int row = (np + 2 * ng) * HD, rows = B * T_;
+	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
+	size_t s1 = dkv_smem<T, HD>(), s2 = dq_smem<T, HD>();
+
+	if (mkmap(&q64, dty, qkv, row, T_, B, BM) || mkmap(&q128, dty, qkv, row, T_, B, BK) ||
+	    mkmap(&o64, dty, dy, np * HD, T_, B, BM) || mkmap(&o128, dty, dy, np * HD, T_, B, BQ))
+		return -1;
+	bwd_dsum<T><<<(unsigned)(((int64_t)rows * np * 32 + 255) / 256), 256, 0, MT_STREAM>>>(D, (const T *)dy, (const T *)y,
+											       rows, np, T_, HD);
+	MT_LAUNCH_CHECK("attention");
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
+	fa3_bwd_dkv<T, HD><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
+		(T *)dqkv, lse, D, q64, q128, o64, g);
+	MT_LAUNCH_CHECK("attention");
+	fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, s2, MT_STREAM>>>(
+		(T *)dqkv, lse, D, q128, q64, o128, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
 }
@@ -413,4 +757,23 @@ extern "C" int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, cons
 	}
 	CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 	return hd == 64 ? fwd90<__half, 64>(d, y, lse, qkv, B, T_, np, ng) : fwd90<__half, 128>(d, y, lse, qkv, B, T_, np, ng);
+}
+
+// 0 when the sm_90a backward ran, 1 when it does not apply, -1 on a CUDA error; scratch:
+// B * np * T floats (D)
+extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
+				     const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
+{
+	const char *env = getenv("MT_ATTN_SM90_BWD"); // 0: the mma.sync backward, for comparisons
+	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() ||
+	    (env && !strcmp(env, "0")))
+		return 1;
+	if (dt == MT_BF16) {
+		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+		return hd == 64 ? bwd90<__nv_bfloat16, 64>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
+				: bwd90<__nv_bfloat16, 128>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
+	}
+	CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+	return hd == 64 ? bwd90<__half, 64>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
+			: bwd90<__half, 128>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
 }
