@@ -553,6 +553,11 @@ static int save_finish(struct trainer *tr, int block, struct mt_err *err)
 		double x[2] = { sv->threaded || a->async_save ? sv->blocked : mt_now() - sv->t0, sv->copy_s };
 		if (!sv->solo && mt_dist_allreduce_f64(tr->d, x, 2, 1, "the checkpoint's timings", sv->iteration, err))
 			rc = -1;
+		else if (!a->quiet && sv->copy)
+			/* the copy ran beside the steps: it may take longer than the wait */
+			mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s; the writer thread "
+				"copied the state to host memory in %.3f s)",
+				(long long)sv->iteration, a->save, mt_now() - sv->t0, x[0], x[1]);
 		else if (!a->quiet)
 			mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s, %.3f s of it copying the state to host memory)",
 				(long long)sv->iteration, a->save, mt_now() - sv->t0, x[0], x[1]);
