@@ -3,8 +3,9 @@
 # rank writing its own part; h5py reads the logical tensors of the index and finds the
 # one-process run's; the set resumes at TP=1 x PP=1 x DP=1 and at TP=4 x PP=2 x DP=1; kills
 # of one rank at random steps of a save never leave `latest` naming an incomplete set;
-# --async-save trains bit for bit as a synchronous save, and a kill during its background
-# write keeps the previous checkpoint; keep-last removes whole sets; mt-ckpt-reshard's
+# --async-save trains bit for bit as a synchronous save, its thread copies the state while
+# the next step runs and the optimizer waits for that copy, and a kill during its background
+# copy or write keeps the previous checkpoint; keep-last removes whole sets; mt-ckpt-reshard's
 # layout rewrite and merge round-trip bit for bit, optimizer included; bench/ckpt.sh's
 # arguments and output on a tiny model.
 load helpers
@@ -130,22 +131,35 @@ PY
 	done
 }
 
-@test "--async-save: bit-identical training to a synchronous save, one process and 8 ranks" {
+@test "--async-save: bit-identical training to a synchronous save; the copy runs beside the next step, the optimizer waits for it" {
+	# MT_TEST_ASYNC_SAVE_LATE (test-only) holds each rank's copy until its step loop waits
+	# for it: the copy runs beside the next step's forward and backward passes (the line
+	# names the optimizer step it was waited for at), and any change of the weights or
+	# moments before that wait (ZeRO-1's update at 8 ranks, the backend's AdamW at one)
+	# would be in the checkpoint, which must hold the synchronous save's bits
 	for n in 1 8; do
 		l=()
 		[ "$n" -eq 8 ] && l=("${L3D[@]}")
 		mpiexec -n $n mt-train "${M[@]}" "${l[@]}" --train-iters 6 --save S$n --save-interval 2 --log-json S$n.jsonl
 		mpiexec -n $n mt-train "${M[@]}" "${l[@]}" --train-iters 6 --save A$n --save-interval 2 --async-save \
 			--log-json A$n.jsonl
-		diff <(fields S$n.jsonl) <(fields A$n.jsonl)
-		for it in 2 4 6; do
-			[ "$(ckpt-hash S$n/iter_000000$it)" = "$(ckpt-hash A$n/iter_000000$it)" ]
+		MT_TEST_ASYNC_SAVE_LATE=1 timeout 120 mpiexec -n $n mt-train "${M[@]}" "${l[@]}" --train-iters 6 --save H$n \
+			--save-interval 2 --async-save --log-json H$n.jsonl 2>H$n.err
+		cat H$n.err
+		[ "$(grep -c "copy of iteration 2's state began at the optimizer step of iteration 3$" H$n.err)" -eq $n ]
+		[ "$(grep -c "copy of iteration 4's state began at the optimizer step of iteration 5$" H$n.err)" -eq $n ]
+		[ "$(grep -c "copy of iteration 6's state began at a wait for the whole save$" H$n.err)" -eq $n ]
+		for r in A H; do
+			diff <(fields S$n.jsonl) <(fields $r$n.jsonl)
+			for it in 2 4 6; do
+				[ "$(ckpt-hash S$n/iter_000000$it)" = "$(ckpt-hash $r$n/iter_000000$it)" ]
+			done
+			[ "$(cat $r$n/latest)" = 6 ]
 		done
-		[ "$(cat A$n/latest)" = 6 ]
 	done
 }
 
-@test "--async-save: a kill during the background write leaves the previous checkpoint latest and valid" {
+@test "--async-save: a kill during the background copy or write leaves the previous checkpoint latest and valid" {
 	mt-train "${M[@]}" --train-iters 2 --save ck --save-interval 2 --async-save
 	good=$(ckpt-hash ck)
 	killed=0
@@ -161,6 +175,26 @@ PY
 		fi
 	done
 	[ "$killed" -ge 3 ]
+	# the kill in the background copy (its first step), held until the optimizer step of
+	# iteration 5 so that it lands in the middle of a training step
+	run env MT_ATOMIC_KILL_AT=1 MT_TEST_ASYNC_SAVE_LATE=1 mt-train "${M[@]}" --train-iters 6 --save-interval 4 --load ck \
+		--save ck --async-save
+	[ "$status" -eq 137 ]
+	[[ $output == *"copy of iteration 4's state began at the optimizer step of iteration 5"* ]]
+	[ "$(cat ck/latest)" = 2 ]
+	[ "$(ckpt-hash ck)" = "$good" ]
+}
+
+@test "--async-save: a part holding inf, found by the writer thread, fails the set on every rank; latest stays" {
+	local T=(--config "$MT_ROOT/share/configs/tiny.conf" --mock-data --vocab-size 64 --micro-batch-size 2
+		--global-batch-size 4 --seq-length 32 --max-position-embeddings 32 --distributed-timeout-seconds 60 -q)
+	mpiexec -n 2 mt-train "${T[@]}" --train-iters 1 --lr 1e-3 --save ck
+	# the weights blow up at once; the thread scans the part of iteration 2 and refuses it
+	run -3 --separate-stderr mpiexec -n 2 mt-train "${T[@]}" --train-iters 20 --lr 1e38 --clip-grad 0 --load ck \
+		--no-load-optim --save ck --save-interval 1 --no-check-for-nan-in-loss-and-grad --async-save
+	[[ $stderr == *"refusing to save checkpoint '"*"/iter_0000002': "*" holds inf"* ]]
+	[ "$(cat ck/latest)" = 1 ]
+	[ "$(ls ck)" = "$(printf 'iter_0000001\nlatest\nlatest_checkpointed_iteration.txt')" ]
 }
 
 @test "keep-last removes whole sets; a missing part is refused, naming it, and --load falls back past it" {

@@ -95,6 +95,13 @@ struct mt_backend_ops {
 			    size_t *elem_bytes, struct mt_err *err);
 	/* fp16's current loss scale, for the logs (NULL: 1, no scaling) */
 	double (*loss_scale)(const struct mt_backend *b);
+	/* 1: save_state only reads memory that step_micro, the stage passes, zero_grad and
+	 * grad_prepare do not write, and makes no collective call, so that a thread may run
+	 * it while the next step's forward and backward passes run (--async-save copies the
+	 * state beside them and waits for the copy before adamw_step or any other change
+	 * of the weights or moments). 0: save_state runs in the step loop (a device backend
+	 * that gathers its state with collectives, or copies it on its own streams). */
+	int concurrent_save;
 };
 
 /* How a backend computes; the CPU backend reads none of it (fp32 always). The caller

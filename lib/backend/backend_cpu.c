@@ -380,4 +380,5 @@ const struct mt_backend_ops mt_backend_cpu = {
 	.stage_forward = cpu_stage_forward,
 	.stage_backward = cpu_stage_backward,
 	.stage_weight = cpu_stage_weight,
+	.concurrent_save = 1, /* save_state: memcpy from w, m and v, which only AdamW writes */
 };

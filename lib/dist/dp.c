@@ -125,8 +125,8 @@ static void scale(float *x, int64_t n, float s)
 		x[i] = x[i] * s;
 }
 
-int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, float s, double max_norm,
-		    double *norm, int *nonfinite, int64_t step, struct mt_err *err)
+int mt_dp_zero_clip(struct mt_dp *p, float s, double max_norm, double *norm, int *nonfinite, int64_t step,
+		    struct mt_err *err)
 {
 	const struct mt_params *t = p->t;
 	int64_t len = p->hi - p->lo;
@@ -169,19 +169,23 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 			scale(p->acc, len, (float)coeff);
 	}
 	mt_timer_add(p->timers, MT_T_OPTIMIZER_CLIP, t0);
-	if (!o)
-		return 0;
-	t0 = p->timers ? mt_now() : 0;
-	{
-		struct mt_adamw_coef c;
-		o->step++;
-		o->lr = lr;
-		mt_adamw_coef(o, lr, o->step, &c);
-		for (int i = a; i < b; i++) {
-			const struct mt_param *q = &t->p[i];
-			int64_t off = q->offset - p->lo;
-			mt_adamw_update(&c, q->weight_decay, w + q->offset, p->acc + off, p->m + off, p->v + off, q->numel);
-		}
+	return 0;
+}
+
+int mt_dp_zero_update(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, int64_t step, struct mt_err *err)
+{
+	const struct mt_params *t = p->t;
+	int a = p->pfirst[p->d->dp_rank], b = p->pfirst[p->d->dp_rank + 1];
+	double t0 = p->timers ? mt_now() : 0;
+	struct mt_adamw_coef c;
+
+	o->step++;
+	o->lr = lr;
+	mt_adamw_coef(o, lr, o->step, &c);
+	for (int i = a; i < b; i++) {
+		const struct mt_param *q = &t->p[i];
+		int64_t off = q->offset - p->lo;
+		mt_adamw_update(&c, q->weight_decay, w + q->offset, p->acc + off, p->m + off, p->v + off, q->numel);
 	}
 	mt_timer_add(p->timers, MT_T_OPTIMIZER_INNER, t0);
 	t0 = p->timers ? mt_now() : 0;
@@ -189,6 +193,14 @@ int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, fl
 		return -1;
 	mt_timer_add(p->timers, MT_T_PARAMS_ALL_GATHER, t0);
 	return 0;
+}
+
+int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, float s, double max_norm,
+		    double *norm, int *nonfinite, int64_t step, struct mt_err *err)
+{
+	if (mt_dp_zero_clip(p, s, max_norm, norm, nonfinite, step, err))
+		return -1;
+	return *nonfinite || !o ? 0 : mt_dp_zero_update(p, w, o, lr, step, err);
 }
 
 void mt_dp_set_moments(struct mt_dp *p, const float *m, const float *v)

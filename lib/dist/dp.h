@@ -62,7 +62,14 @@ int mt_dp_accumulate(struct mt_dp *p, const float *g, int64_t step, struct mt_er
 int mt_dp_allgather_grads(struct mt_dp *p, float *g, int64_t step, struct mt_err *err);
 /* ZeRO-1: scale the shard's gradient, check finiteness and take the global norm (before
  * clipping) on every rank, clip to max_norm (0: none), and unless not finite or o is NULL
- * (a non-finite loss), one AdamW step on the shard of w and gather w whole on every rank. */
+ * (a non-finite loss), one AdamW step on the shard of w and gather w whole on every rank.
+ * In two halves: mt_dp_zero_clip (up to the clipping) reads and changes the gradient
+ * only; mt_dp_zero_update (the step and the gather) is the first to change the weights
+ * and moments, so that the trainer can wait there for a background copy of them
+ * (train.c, --async-save). */
+int mt_dp_zero_clip(struct mt_dp *p, float scale, double max_norm, double *norm, int *nonfinite, int64_t step,
+		    struct mt_err *err);
+int mt_dp_zero_update(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, int64_t step, struct mt_err *err);
 int mt_dp_zero_step(struct mt_dp *p, float *w, struct mt_adamw *o, double lr, float scale, double max_norm,
 		    double *norm, int *nonfinite, int64_t step, struct mt_err *err);
 /* ZeRO-1: the moments from whole buffers (NULL: zero), and back whole on rank 0. */

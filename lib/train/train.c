@@ -16,6 +16,7 @@
 #include "dist/pipeline.h"
 #include "dist/tpcomm.h"
 #include "train/estimate.h"
+#include "base/atomic.h"
 #include "base/log.h"
 #include "base/mix.h"
 #include "model/params.h"
@@ -343,11 +344,15 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
  * each rank its part (its tensor- and pipeline-parallel shard; of that, the parameters
  * its data-parallel shard owns, dp.h: ZeRO-1's share of weights and moments, or the same
  * share of the replicas without ZeRO), all at once, then rank 0 the index and the commit
- * once every part is durable. With --async-save the part is a host copy written by a
- * thread while the steps go on; the set is committed at the first step boundary where
- * every rank's thread has finished (a second save, the end of the run or a stop wait for
- * it). The thread does the HDF5 calls of this process while it runs: the step loop makes
- * none. */
+ * once every part is durable. With --async-save a thread writes the part while the steps
+ * go on; the set is committed at the first step boundary where every rank's thread has
+ * finished (a second save, the end of the run or a stop wait for it). The thread does the
+ * HDF5 calls of this process while it runs: the step loop makes none. The thread also
+ * scans the part for NaN and infinities, and where the backend's save_state may run beside
+ * the passes (backend.h, concurrent_save: the CPU backend) it first copies the state to the
+ * host buffers itself: the step loop goes on with the next step's forward and backward
+ * passes and waits for that copy (copy_wait) only before it changes the weights or
+ * moments, at the optimizer step, or when it waits for the whole save. */
 struct saver {
 	int pending, solo;              /* a save under way; written by one process alone */
 	pthread_t th;
@@ -357,6 +362,7 @@ struct saver {
 	struct mt_err err;
 	int64_t iteration;
 	char tmpdir[4096];
+	char what[4200];                /* the checkpoint, as the scan's messages name it */
 	struct mt_ckpt_part pt;
 	char *cfg, *sch;
 	struct mt_ckpt_state s;
@@ -365,7 +371,17 @@ struct saver {
 	const char *dir;
 	int keep_last;
 	double t0, blocked;             /* when the save began; how long the step loop waited for it */
-	double copy_s;                  /* of that, the copy of the state to host memory */
+	double copy_s;                  /* the copy of the state to host memory */
+	/* what the thread does before writing: copy the state (copy_state) and scan the part */
+	struct trainer *tr;
+	int copy, scan;
+	/* the copy's hand-over, under mu: copied once the host buffers hold the state; wanted
+	 * once the step loop waits for it (at site). waited: the step loop has had it (its own) */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int copied, wanted, waited;
+	char site[80];
+	int late;                       /* MT_TEST_ASYNC_SAVE_LATE (test-only): see saver_run */
 };
 
 static void saver_clear(struct saver *sv)
@@ -375,16 +391,91 @@ static void saver_clear(struct saver *sv)
 	sv->pending = 0;
 }
 
+/* This rank's state into the host buffers: the weights of its part of the model, and its
+ * moments (every data-parallel rank's own share under ZeRO-1; a device backend gathers
+ * its own, whole on data-parallel rank 0). These buffers are the copy the writer reads:
+ * nothing else writes them until the next save, which waits for this one first. */
+static int copy_state(struct trainer *tr, struct mt_err *err)
+{
+	int zero = tr->a->distributed_optimizer && tr->have_dp, rc;
+
+	if (tr->have_dp)
+		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
+	else
+		rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err);
+	if (rc == 0 && zero) {
+		memcpy(tr->m + tr->dp.lo, tr->dp.m, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
+		memcpy(tr->v + tr->dp.lo, tr->dp.v, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
+	}
+	return rc;
+}
+
+/* The writer: the thread of an asynchronous save, or the step loop itself. */
 static void *saver_run(void *arg)
 {
 	struct saver *sv = arg;
+	int bad = 0;
 
-	if (sv->solo)
-		sv->failed = mt_ckpt_save(sv->dir, sv->t, sv->w, sv->m, sv->v, &sv->s, sv->keep_last, &sv->err) != 0;
-	else
-		sv->failed = mt_ckpt_part_write(sv->tmpdir, &sv->pt, sv->iteration, &sv->err) != 0;
+	if (sv->copy) {
+		double t0;
+		pthread_mutex_lock(&sv->mu);
+		/* MT_TEST_ASYNC_SAVE_LATE=1, for tests only: the copy starts no sooner than the
+		 * step loop waits for it, so that a change of the state made before that wait
+		 * shows in the checkpoint; where the step loop asked for it goes to stderr */
+		while (sv->late && !sv->wanted)
+			pthread_cond_wait(&sv->cv, &sv->mu);
+		if (sv->late)
+			fprintf(stderr, "MT_TEST_ASYNC_SAVE_LATE: the copy of iteration %lld's state began at %s\n",
+				(long long)sv->iteration, sv->site);
+		pthread_mutex_unlock(&sv->mu);
+		/* a kill from here on leaves the previous checkpoint too (tests kill here) */
+		mt_atomic_step("checkpoint: the background copy to host memory");
+		t0 = mt_now();
+		bad = copy_state(sv->tr, &sv->err) != 0;
+		sv->copy_s = mt_now() - t0;
+		pthread_mutex_lock(&sv->mu);
+		sv->copied = 1;
+		pthread_cond_broadcast(&sv->cv);
+		pthread_mutex_unlock(&sv->mu);
+	}
+	if (!bad && sv->scan)
+		bad = mt_ckpt_part_check(&sv->pt, sv->what, &sv->err) != 0;
+	if (!bad && sv->solo)
+		bad = mt_ckpt_save(sv->dir, sv->t, sv->w, sv->m, sv->v, &sv->s, sv->keep_last, &sv->err) != 0;
+	else if (!bad)
+		bad = mt_ckpt_part_write(sv->tmpdir, &sv->pt, sv->iteration, &sv->err) != 0;
+	sv->failed = bad;
 	__atomic_store_n(&sv->done, 1, __ATOMIC_RELEASE);
 	return NULL;
+}
+
+/* The step loop is about to change the state a pending save copies (the optimizer step
+ * of iteration step), or waits for the whole save (step 0): first the thread's copy of
+ * it, if that is still to come. The wait counts as the save's; its seconds are returned. */
+static double copy_wait(struct trainer *tr, int64_t step)
+{
+	struct saver *sv = tr->sv;
+	double t0;
+
+	if (!sv || !sv->pending || sv->waited)
+		return 0;
+	t0 = mt_now();
+	pthread_mutex_lock(&sv->mu);
+	if (!sv->wanted) {
+		if (step > 0)
+			snprintf(sv->site, sizeof(sv->site), "the optimizer step of iteration %lld", (long long)step);
+		else
+			snprintf(sv->site, sizeof(sv->site), "a wait for the whole save");
+		sv->wanted = 1;
+		pthread_cond_broadcast(&sv->cv);
+	}
+	while (!sv->copied)
+		pthread_cond_wait(&sv->cv, &sv->mu);
+	pthread_mutex_unlock(&sv->mu);
+	sv->waited = 1;
+	t0 = mt_now() - t0;
+	sv->blocked += t0;
+	return t0;
 }
 
 /* Finish the pending save: wait for this rank's writer (block) or only look (!block);
@@ -401,6 +492,8 @@ static int save_finish(struct trainer *tr, int block, struct mt_err *err)
 		return 0;
 	if (!block && sv->solo && !__atomic_load_n(&sv->done, __ATOMIC_ACQUIRE))
 		return 1;
+	if (block)
+		copy_wait(tr, 0);
 	if (block && sv->threaded)
 		pthread_join(sv->th, NULL), sv->threaded = 0;
 	if (!sv->solo) {
@@ -460,6 +553,11 @@ static int save_finish(struct trainer *tr, int block, struct mt_err *err)
 		double x[2] = { sv->threaded || a->async_save ? sv->blocked : mt_now() - sv->t0, sv->copy_s };
 		if (!sv->solo && mt_dist_allreduce_f64(tr->d, x, 2, 1, "the checkpoint's timings", sv->iteration, err))
 			rc = -1;
+		else if (!a->quiet && sv->copy)
+			/* the copy ran beside the steps: it may take longer than the wait */
+			mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s; the writer thread "
+				"copied the state to host memory in %.3f s)",
+				(long long)sv->iteration, a->save, mt_now() - sv->t0, x[0], x[1]);
 		else if (!a->quiet)
 			mt_info("saved checkpoint at iteration %lld to %s in %.3f s (the step loop waited %.3f s, %.3f s of it copying the state to host memory)",
 				(long long)sv->iteration, a->save, mt_now() - sv->t0, x[0], x[1]);
@@ -472,14 +570,17 @@ static int save(struct trainer *tr, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
 	struct saver *sv;
-	int zero = a->distributed_optimizer && tr->have_dp, rc = 0, all;
-	char what[4200];
+	int rc = 0, all;
 
 	/* a second save waits for the first */
 	if (save_finish(tr, 1, err))
 		return -1;
-	if (!tr->sv && !(tr->sv = calloc(1, sizeof(*tr->sv))))
-		return mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint", tr->d->where);
+	if (!tr->sv) {
+		if (!(tr->sv = calloc(1, sizeof(*tr->sv))))
+			return mt_err_set(err, MT_EXIT_IO, "%s: out of memory for the checkpoint", tr->d->where);
+		pthread_mutex_init(&tr->sv->mu, NULL);
+		pthread_cond_init(&tr->sv->cv, NULL);
+	}
 	sv = tr->sv;
 	sv->t0 = mt_now();
 	memset(&sv->err, 0, sizeof(sv->err));
@@ -491,20 +592,21 @@ static int save(struct trainer *tr, struct mt_err *err)
 	sv->s = (struct mt_ckpt_state){ tr->iteration, tr->consumed_train, tr->consumed_valid, tr->adam.step, sv->cfg,
 					a->train_args_json ? a->train_args_json : "{}", sv->sch, NULL, 0 };
 	sv->solo = tr->d->world == 1;
-	/* the state in host memory: the weights of this rank's part of the model, and its
-	 * moments (every data-parallel rank's own share under ZeRO-1; a device backend
-	 * gathers its own, whole on data-parallel rank 0). These buffers are the copy the
-	 * writer reads, --async-save's too: nothing else writes them until the next save,
-	 * which waits for this one first. */
-	if (tr->have_dp)
-		rc = tr->b.ops->save_state(&tr->b, tr->w, zero ? NULL : tr->m, zero ? NULL : tr->v, err);
-	else
-		rc = tr->b.ops->save_state(&tr->b, tr->w, tr->m, tr->v, err);
-	if (rc == 0 && zero) {
-		memcpy(tr->m + tr->dp.lo, tr->dp.m, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
-		memcpy(tr->v + tr->dp.lo, tr->dp.v, (size_t)(tr->dp.hi - tr->dp.lo) * sizeof(float));
+	sv->tr = tr;
+	/* --async-save: the thread scans the part (one process's mt_ckpt_save scans anyway),
+	 * and copies the state too where the backend allows it beside the passes; otherwise
+	 * the state is copied here, in the step loop */
+	sv->copy = a->async_save && tr->b.ops->concurrent_save;
+	sv->scan = a->async_save && !sv->solo;
+	sv->copied = !sv->copy;
+	sv->wanted = sv->waited = 0;
+	sv->site[0] = 0;
+	sv->late = sv->copy && getenv("MT_TEST_ASYNC_SAVE_LATE") && atoi(getenv("MT_TEST_ASYNC_SAVE_LATE")) > 0;
+	sv->copy_s = 0;
+	if (!sv->copy) {
+		rc = copy_state(tr, err);
+		sv->copy_s = mt_now() - sv->t0;
 	}
-	sv->copy_s = mt_now() - sv->t0;
 	if (sv->solo) {
 		sv->t = &tr->t, sv->w = tr->w, sv->m = tr->m, sv->v = tr->v;
 		if (a->no_save_optim)
@@ -528,19 +630,27 @@ static int save(struct trainer *tr, struct mt_err *err)
 		pt->w = tr->w, pt->m = a->no_save_optim ? NULL : tr->m, pt->v = a->no_save_optim ? NULL : tr->v;
 		pt->rank = tr->d->rank, pt->tp_rank = tr->d->tp_rank, pt->pp_rank = tr->d->pp_rank, pt->dp_rank = tr->d->dp_rank;
 		pt->world = tr->d->world, pt->tp = tr->d->tp, pt->pp = tr->d->pp, pt->dp = tr->d->dp;
-		snprintf(what, sizeof(what), "%s/iter_%07lld", a->save, (long long)tr->iteration);
-		if (rc == 0)
-			rc = mt_ckpt_part_check(pt, what, err);
-		/* rank 0 makes the temporary directory and names it to all */
+		snprintf(sv->what, sizeof(sv->what), "%s/iter_%07lld", a->save, (long long)tr->iteration);
+		if (rc == 0 && !sv->scan)
+			rc = mt_ckpt_part_check(pt, sv->what, err);
+		/* rank 0 makes the temporary directory and names it to all (-1: it could not) */
 		if (tr->d->rank == 0 && mt_ckpt_tmpdir(sv->tmpdir, sizeof(sv->tmpdir), a->save, tr->iteration, tag, rc ? &sv->err : err))
 			tag = -1, rc = -1;
-		if (mt_dist_bcast(tr->d, &tag, sizeof(tag), 0, "the checkpoint's directory", rc ? &sv->err : err))
+		bad = mt_dist_bcast(tr->d, &tag, sizeof(tag), 0, "the checkpoint's directory", rc ? &sv->err : err) != 0;
+		if (bad)
 			rc = -1;
-		/* every rank learns whether each can write before any starts */
-		bad = rc ? 1 : 0;
-		if (mt_dist_agree(tr->d, tr->iteration, bad, &all, rc ? &sv->err : err))
-			return -1;
-		if (rc || all || tag < 0) {
+		if (sv->scan) {
+			/* asynchronous: nothing more to agree on before writing. A rank whose copy,
+			 * scan or write fails marks its writer failed, and the agreement at the commit
+			 * (save_finish) abandons the set on every rank */
+			bad = bad || tag < 0;
+		} else {
+			/* every rank learns whether each can write before any starts */
+			if (mt_dist_agree(tr->d, tr->iteration, rc ? 1 : 0, &all, rc ? &sv->err : err))
+				return -1;
+			bad = rc || all || tag < 0;
+		}
+		if (bad) {
 			if (!rc)
 				rc = mt_err_set(err, MT_EXIT_IO, "%s: another rank cannot save the checkpoint of iteration %lld",
 						tr->d->where, (long long)tr->iteration);
@@ -561,13 +671,16 @@ static int save(struct trainer *tr, struct mt_err *err)
 	sv->pending = 1;
 	sv->threaded = 0;
 	if (rc) {
-		/* past the agreement: the others write, and all learn of it when finishing */
+		/* asynchronous, and this rank's copy failed: the others write, and all learn of
+		 * it when finishing */
 		sv->failed = 1;
 		sv->err = *err;
 		sv->done = 1;
+		sv->copied = 1;
 	} else if (a->async_save && pthread_create(&sv->th, NULL, saver_run, sv) == 0) {
 		sv->threaded = 1;
 	} else {
+		sv->wanted = 1; /* no thread to hand the copy over to */
 		saver_run(sv);
 	}
 	sv->blocked = mt_now() - sv->t0;
@@ -1162,9 +1275,14 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		lr = mt_sched_lr(&tr.sched);
 		tr.adam.weight_decay = mt_sched_wd(&tr.sched);
 		if (zero_dp) {
-			if (mt_dp_zero_step(&tr.dp, tr.b.ops->host_weights(&tr.b), isfinite(loss) ? &tr.adam : NULL, lr, 1.0f / (float)micro,
-					    a->clip_grad, &gnorm, &nonfinite, step, err))
+			if (mt_dp_zero_clip(&tr.dp, 1.0f / (float)micro, a->clip_grad, &gnorm, &nonfinite, step, err))
 				goto out;
+			/* the first change of the weights and moments: a pending save's copy first */
+			if (!nonfinite && isfinite(loss)) {
+				copy_wait(&tr, step);
+				if (mt_dp_zero_update(&tr.dp, tr.b.ops->host_weights(&tr.b), &tr.adam, lr, step, err))
+					goto out;
+			}
 		} else {
 			if (tr.have_dp && mt_dp_allgather_grads(&tr.dp, tr.b.ops->host_grads(&tr.b), step, err))
 				goto out;
@@ -1204,7 +1322,10 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 		} else {
 			skipped_row = 0;
 			if (!zero_dp) {
-				double ta = tr.timing ? mt_now() : 0, g0 = tr.tm[MT_T_PARAMS_ALL_GATHER];
+				/* the first change of the weights and moments: a pending save's copy first */
+				double cw = copy_wait(&tr, step), ta = tr.timing ? mt_now() : 0, g0 = tr.tm[MT_T_PARAMS_ALL_GATHER];
+				if (tr.timing)
+					tr.tm[MT_T_OPTIMIZER] += cw;
 				if (tr.b.ops->adamw_step(&tr.b, &tr.adam, lr, err))
 					goto out;
 				if (tr.timing) {
@@ -1300,11 +1421,14 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 out:
 	if (tr.sv) {
 		/* a failed run: the writer stops before the buffers go; no commit */
+		copy_wait(&tr, 0);
 		if (tr.sv->threaded)
 			pthread_join(tr.sv->th, NULL);
 		if (rc && tr.sv->pending && tr.d->rank == 0 && !tr.sv->solo)
 			mt_ckpt_abandon(tr.sv->tmpdir);
 		saver_clear(tr.sv);
+		pthread_mutex_destroy(&tr.sv->mu);
+		pthread_cond_destroy(&tr.sv->cv);
 		free(tr.sv);
 	}
 	if (tr.json)
