@@ -357,14 +357,19 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 //   dQ:    S = Q K^T, dP = dO V^T, P, dS as above, dQ += dS K (K MN-major).
 // lse and D of the tile's queries go through shared memory in the key/value kernel (a
 // column each), in registers in the query kernel (a row each).
-constexpr int BM = 64; // queries a tile (key/value kernel), keys a tile (query kernel)
+// queries a tile (key/value kernel), keys a tile (query kernel): 128 at head size 64 (each
+// product twice as wide for the same waits), 64 at 128 (registers)
+template <int HD> __host__ __device__ constexpr int bm() { return HD <= 64 ? 128 : 64; }
+constexpr int BWD_THREADS = THREADS;
 
 template <typename T, int HD> __host__ __device__ constexpr size_t dkv_smem()
 {
+	constexpr int BM = bm<HD>();
 	return 2 * (size_t)BK * HD * 2 + 2 * 2 * (size_t)BM * HD * 2 + 2 * 2 * BM * 2 * 4 + 64 + 1024;
 }
 template <typename T, int HD> __host__ __device__ constexpr size_t dq_smem()
 {
+	constexpr int BM = bm<HD>();
 	return 2 * (size_t)BQ * HD * 2 + 2 * 2 * (size_t)BM * HD * 2 + 64 + 1024;
 }
 
@@ -428,12 +433,12 @@ __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;
 #endif
 
 template <typename T, int HD>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(BWD_THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-	constexpr int KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2;
+	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2;
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, bars = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
@@ -545,12 +550,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 template <typename T, int HD>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(BWD_THREADS, 1)
 	fa3_bwd_dq(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		   const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-	constexpr int QB = BQ * HD * 2, KB = BM * HD * 2, ND = HD / 2;
+	constexpr int BM = bm<HD>(), QB = BQ * HD * 2, KB = BM * HD * 2, ND = HD / 2;
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sq = base, so = sq + QB, sk0 = so + QB, sv0 = sk0 + 2 * KB, bars = sv0 + 2 * KB;
@@ -719,24 +724,24 @@ template <typename T, int HD>
 int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 	  int T_, int np, int ng, float *D)
 {
-	CUtensorMap q64, q128, o64, o128;
+	CUtensorMap qm, q128, om, o128; // boxes of bm<HD>() and 128 rows
 	int row = (np + 2 * ng) * HD, rows = B * T_;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t s1 = dkv_smem<T, HD>(), s2 = dq_smem<T, HD>();
 
-	if (mkmap(&q64, dty, qkv, row, T_, B, BM) || mkmap(&q128, dty, qkv, row, T_, B, BK) ||
-	    mkmap(&o64, dty, dy, np * HD, T_, B, BM) || mkmap(&o128, dty, dy, np * HD, T_, B, BQ))
+	if (mkmap(&qm, dty, qkv, row, T_, B, bm<HD>()) || mkmap(&q128, dty, qkv, row, T_, B, BK) ||
+	    mkmap(&om, dty, dy, np * HD, T_, B, bm<HD>()) || mkmap(&o128, dty, dy, np * HD, T_, B, BQ))
 		return -1;
 	bwd_dsum<T><<<(unsigned)(((int64_t)rows * np * 32 + 255) / 256), 256, 0, MT_STREAM>>>(D, (const T *)dy, (const T *)y,
 											       rows, np, T_, HD);
 	MT_LAUNCH_CHECK("attention");
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
-	fa3_bwd_dkv<T, HD><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
-		(T *)dqkv, lse, D, q64, q128, o64, g);
+	fa3_bwd_dkv<T, HD><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), BWD_THREADS, s1, MT_STREAM>>>(
+		(T *)dqkv, lse, D, qm, q128, om, g);
 	MT_LAUNCH_CHECK("attention");
-	fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, s2, MT_STREAM>>>(
-		(T *)dqkv, lse, D, q128, q64, o128, g);
+	fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), BWD_THREADS, s2, MT_STREAM>>>(
+		(T *)dqkv, lse, D, q128, qm, o128, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
 }
