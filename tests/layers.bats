@@ -73,3 +73,8 @@ copy_tree() {
 	run -0 git -C "$MT_ROOT" status --porcelain --ignored=matching bin lib kernels
 	run -1 grep -E '^(\?\?|!!) ' <<<"$output"
 }
+
+@test "kernels/wgmma.cuh is what scripts/gen-wgmma.py writes" {
+	run -0 /usr/bin/python3 "$MT_ROOT/scripts/gen-wgmma.py"
+	diff <(printf '%s\n' "$output") "$MT_ROOT/kernels/wgmma.cuh"
+}
