@@ -753,7 +753,8 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 extern "C" int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T_, int np,
 				     int ng, int hd)
 {
-	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable())
+	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() ||
+	    (uintptr_t)qkv % 16) // TMA reads from 16-byte aligned addresses
 		return 1;
 	if (dt == MT_BF16) {
 		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -771,7 +772,7 @@ extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *d
 {
 	const char *env = getenv("MT_ATTN_SM90_BWD"); // 0: the mma.sync backward, for comparisons
 	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() ||
-	    (env && !strcmp(env, "0")))
+	    (env && !strcmp(env, "0")) || (uintptr_t)qkv % 16 || (uintptr_t)dy % 16)
 		return 1;
 	if (dt == MT_BF16) {
 		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
