@@ -224,7 +224,7 @@ static int bwd_hd(void *dqkv, const void *dy, const void *y, const float *lse, c
 
 // ---- tensor-core path (bf16/fp16, head sizes 64 and 128) ----
 //
-// cp.async (cp16, cp4, cp_commit, cp_wait): common.cuh
+// cp.async (cp16, cp4, cp_commit, cp_wait), ex2, pack2, sum2: common.cuh
 
 #define LOG2E 1.4426950408889634f
 
@@ -272,39 +272,6 @@ template <> __device__ __forceinline__ void mma16816<__half>(float *c, const uns
 	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
 	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// two floats to a register of two 16-bit values, lo in the low half (one conversion)
-template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
-template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi)
-{
-	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-	return *(unsigned *)&v;
-}
-template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi)
-{
-	__half2 v = __floats2half2_rn(lo, hi);
-	return *(unsigned *)&v;
-}
-
-// the sum of the two 16-bit values of a register, in fp32
-template <typename T> __device__ __forceinline__ float sum2(unsigned u)
-{
-	return to_f(__ushort_as_bfloat16((unsigned short)(u & 0xffffu))) +
-	       to_f(__ushort_as_bfloat16((unsigned short)(u >> 16)));
-}
-template <> __device__ __forceinline__ float sum2<__half>(unsigned u)
-{
-	return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu))) +
-	       __half2float(__ushort_as_half((unsigned short)(u >> 16)));
-}
-
-// 2^x, one MUFU instruction (subnormal results flush to 0; -inf gives 0)
-__device__ __forceinline__ float ex2(float x)
-{
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
 }
 
 // A operand (16 rows x 16 columns at p, row stride ld) or, the same addresses, the

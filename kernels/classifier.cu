@@ -47,12 +47,6 @@ template <typename T> union pack16 {
 // which vanish beside a row's sum >= 1, flush to 0; -inf gives 0). expf took about four
 // instructions more, twice an element of a 50,304-wide row.
 #define L2E 1.4426950408889634f
-__device__ __forceinline__ float ex2(float x)
-{
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
-}
 __device__ __forceinline__ float exp_m(float x, float ml) { return ex2(fmaf(x, L2E, -ml)); }
 
 // running max and sum of exp(x - max), x taken in groups of n

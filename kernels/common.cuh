@@ -51,6 +51,40 @@ __device__ __forceinline__ float warp_max(float v)
 	return v;
 }
 
+// 2^x, one MUFU instruction (ex2.approx.ftz: relative error ~2^-22; subnormal results
+// flush to 0; -inf gives 0)
+__device__ __forceinline__ float ex2(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// two floats to a register of two 16-bit values, lo in the low half (one conversion)
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *(unsigned *)&v;
+}
+template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi)
+{
+	__half2 v = __floats2half2_rn(lo, hi);
+	return *(unsigned *)&v;
+}
+
+// the sum of the two 16-bit values of a register, in fp32
+template <typename T> __device__ __forceinline__ float sum2(unsigned u)
+{
+	return to_f(__ushort_as_bfloat16((unsigned short)(u & 0xffffu))) +
+	       to_f(__ushort_as_bfloat16((unsigned short)(u >> 16)));
+}
+template <> __device__ __forceinline__ float sum2<__half>(unsigned u)
+{
+	return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu))) +
+	       __half2float(__ushort_as_half((unsigned short)(u >> 16)));
+}
+
 // 16 bytes of T (8 bf16/fp16 or 4 fp32) as floats: one int4 load or store
 template <typename T> struct vec16 {
 	static constexpr int N = 16 / sizeof(T);

@@ -43,28 +43,28 @@ __device__ __forceinline__ u64 weight(float z, double t, double mx)
 	return __double2ull_rn(exp((double)z / t - mx) * 0x1p40);
 }
 
+// inclusive prefix sum over the warp's lanes
+template <typename U> __device__ __forceinline__ U warp_scan(U v, int lane)
+{
+	for (int o = 1; o < 32; o <<= 1) {
+		U y = __shfl_up_sync(0xffffffffu, v, o);
+		if (lane >= o)
+			v += y;
+	}
+	return v;
+}
+
 // exclusive prefix sum over the block in thread order; *total: the sum of all
 __device__ u64 block_scan(u64 v, u64 *total, u64 *sh)
 {
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-	u64 x = v, r;
+	u64 x = warp_scan(v, lane), r;
 
-	for (int o = 1; o < 32; o <<= 1) {
-		u64 y = __shfl_up_sync(0xffffffffu, x, o);
-		if (lane >= o)
-			x += y;
-	}
 	if (lane == 31)
 		sh[w] = x;
 	__syncthreads();
 	if (w == 0) {
-		u64 s = sh[lane];
-		for (int o = 1; o < 32; o <<= 1) {
-			u64 y = __shfl_up_sync(0xffffffffu, s, o);
-			if (lane >= o)
-				s += y;
-		}
-		sh[lane] = s;
+		sh[lane] = warp_scan(sh[lane], lane);
 	}
 	__syncthreads();
 	r = (w ? sh[w - 1] : 0) + x - v;
@@ -159,12 +159,7 @@ __global__ void __launch_bounds__(THREADS) sample_k(int32_t *ids, const float *l
 				unsigned bal;
 				for (int i = 0; i < 8; i++)
 					loc += cnt[255 - 8 * lane - i];
-				inc = loc;
-				for (int o = 1; o < 32; o <<= 1) {
-					uint32_t y = __shfl_up_sync(0xffffffffu, inc, o);
-					if (lane >= o)
-						inc += y;
-				}
+				inc = warp_scan(loc, lane);
 				c = inc - loc;
 				for (int i = 0; i < 8; i++) {
 					int b = 255 - 8 * lane - i;
@@ -208,12 +203,7 @@ __global__ void __launch_bounds__(THREADS) sample_k(int32_t *ids, const float *l
 				unsigned bal;
 				for (int i = 0; i < 8; i++)
 					loc += mass[255 - 8 * lane - i];
-				inc = loc;
-				for (int o = 1; o < 32; o <<= 1) {
-					u64 y = __shfl_up_sync(0xffffffffu, inc, o);
-					if (lane >= o)
-						inc += y;
-				}
+				inc = warp_scan(loc, lane);
 				if (pass == 0) /* every id is in the first pass's bins */
 					plim = (u64)(P * (double)__shfl_sync(0xffffffffu, inc, 31));
 				acc = above + inc - loc;
