@@ -82,6 +82,21 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, unsigned parity)
 			     : "memory");
 	while (!done);
 }
+// a block's mbarriers at bars: [0] its one-off tiles (one arrival and their bytes); full[s]
+// at bars + 8 + 8s (the producer's arrival and the stage's bytes) and empty[s] after them
+// (lane 0 of each consumer warp), s < ns; made by thread 0, seen by all after the sync
+__device__ __forceinline__ void ring_init(uint32_t bars, int ns)
+{
+	if (threadIdx.x == 0) {
+		mbar_init(bars, 1);
+		for (int s = 0; s < ns; s++) {
+			mbar_init(bars + 8 + 8 * s, 1);
+			mbar_init(bars + 8 + 8 * ns + 8 * s, 8);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+	}
+	__syncthreads();
+}
 // a box of the three-dimensional tensor map (column, position, batch) into shared memory,
 // counted on bar
 __device__ __forceinline__ void tma_load3(uint32_t dst, const CUtensorMap *tm, uint32_t bar, int c, int t, int b)
@@ -89,29 +104,6 @@ __device__ __forceinline__ void tma_load3(uint32_t dst, const CUtensorMap *tm, u
 	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
 		     "l"((uint64_t)tm), "r"(bar), "r"(c), "r"(t), "r"(b)
 		     : "memory");
-}
-__device__ __forceinline__ float ex2f(float x)
-{
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
-}
-template <typename T> __device__ __forceinline__ unsigned pk2(float lo, float hi);
-template <> __device__ __forceinline__ unsigned pk2<__nv_bfloat16>(float lo, float hi)
-{
-	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-	return *(unsigned *)&v;
-}
-template <> __device__ __forceinline__ unsigned pk2<__half>(float lo, float hi)
-{
-	__half2 v = __floats2half2_rn(lo, hi);
-	return *(unsigned *)&v;
-}
-// the two values of a packed pair as P.V multiplies them, summed
-template <typename T> __device__ __forceinline__ float sum_pk(unsigned u)
-{
-	const T *h = (const T *)&u;
-	return to_f(h[0]) + to_f(h[1]);
 }
 #endif
 
@@ -148,7 +140,7 @@ __device__ __forceinline__ void fwd_softmax(const float *s, float *m, float *l, 
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
 		mn = fmaxf(m[h], mx * sl2);
-		corr[h] = ex2f(m[h] - mn);
+		corr[h] = ex2(m[h] - mn);
 		m[h] = mn;
 		l[h] *= corr[h];
 	}
@@ -157,8 +149,8 @@ __device__ __forceinline__ void fwd_softmax(const float *s, float *m, float *l, 
 #pragma unroll
 		for (int r = 0; r < 4; r++) {
 			int n = 2 * kk + r / 2, e = 2 * (r % 2);
-			pa[kk][r] = pk2<T>(ex2f(val(n, e) * sl2 - m[r % 2]), ex2f(val(n, e + 1) * sl2 - m[r % 2]));
-			l[r % 2] += sum_pk<T>(pa[kk][r]);
+			pa[kk][r] = pack2<T>(ex2(val(n, e) * sl2 - m[r % 2]), ex2(val(n, e + 1) * sl2 - m[r % 2]));
+			l[r % 2] += sum2<T>(pa[kk][r]);
 		}
 }
 
@@ -237,15 +229,7 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 	int q0 = qt * BQ, nt = min((q0 + BQ + BK - 1) / BK, (g.T + BK - 1) / BK), grp = hh / g.per;
 	int qcol = (grp * (g.per + 2) + hh % g.per) * HD, kcol = (grp * (g.per + 2) + g.per) * HD, vcol = kcol + HD;
 
-	if (threadIdx.x == 0) {
-		mbar_init(qbar, 1);
-		for (int s = 0; s < NS; s++) {
-			mbar_init(full0 + 8 * s, 1);
-			mbar_init(empty0 + 8 * s, 8); // lane 0 of each consumer warp
-		}
-		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-	}
-	__syncthreads();
+	ring_init(bars, NS);
 
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
@@ -337,7 +321,7 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 		T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++)
-			*(unsigned *)(yr + 8 * n + tc) = pk2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+			*(unsigned *)(yr + 8 * n + tc) = pack2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
 		if (lane % 4 == 0)
 			lse[((int64_t)b * g.np + hh) * g.T + i] = (m[h] + log2f(l[h])) * (1.0f / LOG2E_F);
 	}
@@ -360,7 +344,6 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 // queries a tile (key/value kernel), keys a tile (query kernel): 128 at head size 64 (each
 // product twice as wide for the same waits), 64 at 128 (registers)
 template <int HD> __host__ __device__ constexpr int bm() { return HD <= 64 ? 128 : 64; }
-constexpr int BWD_THREADS = THREADS;
 
 template <typename T, int HD> __host__ __device__ constexpr size_t dkv_smem()
 {
@@ -433,7 +416,7 @@ __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;
 #endif
 
 template <typename T, int HD>
-__global__ void __launch_bounds__(BWD_THREADS, 1)
+__global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g)
 {
@@ -443,20 +426,12 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, bars = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
 	float *cols = (float *)(smraw + (so0 + 2 * QB - smem_u32(smraw))); // [consumer][2 buffers][lse2, D][BM]
-	uint32_t kvbar = bars, full0 = bars + 8, empty0 = bars + 24;
+	uint32_t kvbar = bars, full0 = bars + 8, empty0 = bars + 8 + 16;
 	int wg = threadIdx.x / 128, kb = blockIdx.x, grp = blockIdx.y, b = blockIdx.z;
 	int k0 = kb * BK, qt0 = k0 / BM, nqt = (g.T + BM - 1) / BM, per = g.per, ntile = per * (nqt - qt0);
 	int kcol = (grp * (per + 2) + per) * HD, vcol = kcol + HD;
 
-	if (threadIdx.x == 0) {
-		mbar_init(kvbar, 1);
-		for (int s = 0; s < 2; s++) {
-			mbar_init(full0 + 8 * s, 1);
-			mbar_init(empty0 + 8 * s, 8);
-		}
-		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-	}
-	__syncthreads();
+	ring_init(bars, 2);
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
 		if (threadIdx.x == 0) {
@@ -518,13 +493,13 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
 #pragma unroll
 				for (int u = 0; u < 2; u++) {
 					int qc = 8 * n + tc + u, i = q0 + qc;
-					p[u] = ex2f(st[4 * n + e + u] * g.sl2 - cl[qc]);
+					p[u] = ex2(st[4 * n + e + u] * g.sl2 - cl[qc]);
 					if (mask && (j > i || i >= g.T || j >= g.T))
 						p[u] = 0.0f;
 					ds[u] = p[u] * (dp[4 * n + e + u] - cl[BM + qc]) * g.scale;
 				}
-				pa[kk][r] = pk2<T>(p[0], p[1]);
-				da[kk][r] = pk2<T>(ds[0], ds[1]);
+				pa[kk][r] = pack2<T>(p[0], p[1]);
+				da[kk][r] = pack2<T>(ds[0], ds[1]);
 			}
 		rs_mn<T, HD, BM>(dv, pa, so);
 		rs_mn<T, HD, BM>(dk, da, sq);
@@ -542,15 +517,15 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
 		T *row = dqkv + ((int64_t)b * g.T + j) * g.row + kcol;
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++) {
-			*(unsigned *)(row + 8 * n + tc) = pk2<T>(dk[4 * n + 2 * h], dk[4 * n + 2 * h + 1]);
-			*(unsigned *)(row + HD + 8 * n + tc) = pk2<T>(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
+			*(unsigned *)(row + 8 * n + tc) = pack2<T>(dk[4 * n + 2 * h], dk[4 * n + 2 * h + 1]);
+			*(unsigned *)(row + HD + 8 * n + tc) = pack2<T>(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
 		}
 	}
 #endif
 }
 
 template <typename T, int HD>
-__global__ void __launch_bounds__(BWD_THREADS, 1)
+__global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dq(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		   const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g)
 {
@@ -559,20 +534,12 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sq = base, so = sq + QB, sk0 = so + QB, sv0 = sk0 + 2 * KB, bars = sv0 + 2 * KB;
-	uint32_t qbar = bars, full0 = bars + 8, empty0 = bars + 24;
+	uint32_t qbar = bars, full0 = bars + 8, empty0 = bars + 8 + 16;
 	int wg = threadIdx.x / 128, qt = gridDim.x - 1 - blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
 	int q0 = qt * BQ, nt = min((q0 + BQ + BM - 1) / BM, (g.T + BM - 1) / BM), grp = hh / g.per;
 	int qcol = (grp * (g.per + 2) + hh % g.per) * HD, kcol = (grp * (g.per + 2) + g.per) * HD, vcol = kcol + HD;
 
-	if (threadIdx.x == 0) {
-		mbar_init(qbar, 1);
-		for (int s = 0; s < 2; s++) {
-			mbar_init(full0 + 8 * s, 1);
-			mbar_init(empty0 + 8 * s, 8);
-		}
-		asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-	}
-	__syncthreads();
+	ring_init(bars, 2);
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
 		if (threadIdx.x == 0) {
@@ -632,12 +599,12 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
 #pragma unroll
 				for (int u = 0; u < 2; u++) {
 					int j = j0 + 8 * n + tc + u;
-					float p = ex2f(st[4 * n + e + u] * g.sl2 - l2[r % 2]);
+					float p = ex2(st[4 * n + e + u] * g.sl2 - l2[r % 2]);
 					if (mask && (j > i || j >= g.T))
 						p = 0.0f;
 					ds[u] = p * (dp[4 * n + e + u] - dd[r % 2]) * g.scale;
 				}
-				da[kk][r] = pk2<T>(ds[0], ds[1]);
+				da[kk][r] = pack2<T>(ds[0], ds[1]);
 			}
 		rs_mn<T, HD, BM>(dq, da, sk);
 		wgmma_wait<0>();
@@ -653,7 +620,7 @@ __global__ void __launch_bounds__(BWD_THREADS, 1)
 		T *row = dqkv + ((int64_t)b * g.T + i) * g.row + qcol;
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++)
-			*(unsigned *)(row + 8 * n + tc) = pk2<T>(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+			*(unsigned *)(row + 8 * n + tc) = pack2<T>(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
 	}
 #endif
 }
@@ -737,10 +704,10 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	MT_LAUNCH_CHECK("attention");
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
-	fa3_bwd_dkv<T, HD><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), BWD_THREADS, s1, MT_STREAM>>>(
+	fa3_bwd_dkv<T, HD><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
 		(T *)dqkv, lse, D, qm, q128, om, g);
 	MT_LAUNCH_CHECK("attention");
-	fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), BWD_THREADS, s2, MT_STREAM>>>(
+	fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, s2, MT_STREAM>>>(
 		(T *)dqkv, lse, D, q128, qm, o128, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
@@ -770,9 +737,13 @@ extern "C" int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, cons
 extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
 				     const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
 {
-	const char *env = getenv("MT_ATTN_SM90_BWD"); // 0: the mma.sync backward, for comparisons
-	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() ||
-	    (env && !strcmp(env, "0")) || (uintptr_t)qkv % 16 || (uintptr_t)dy % 16)
+	static int off = -1; // MT_ATTN_SM90_BWD=0: the mma.sync backward, for comparisons
+	if (off < 0) {
+		const char *env = getenv("MT_ATTN_SM90_BWD");
+		off = env && !strcmp(env, "0");
+	}
+	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off ||
+	    (uintptr_t)qkv % 16 || (uintptr_t)dy % 16)
 		return 1;
 	if (dt == MT_BF16) {
 		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
