@@ -121,7 +121,7 @@ static const struct mt_option opts[] = {
 	{ "min-loss-scale", 0, MT_ARG_REQUIRED, O_MIN_LOSS_SCALE, "S", "fp16 dynamic scaling: lowest scale (default 1)" },
 	{ "loss-scale-window", 0, MT_ARG_REQUIRED, O_LOSS_WINDOW, "N", "fp16 dynamic scaling: good steps before doubling (default 1000)" },
 	{ "hysteresis", 0, MT_ARG_REQUIRED, O_HYSTERESIS, "N", "fp16 dynamic scaling: overflows before halving (default 2)" },
-	{ "deterministic", 0, MT_ARG_NONE, O_DETERMINISTIC, NULL, "bit-identical runs (the CUDA kernels always sum in a fixed order)" },
+	{ "deterministic", 0, MT_ARG_NONE, O_DETERMINISTIC, NULL, "bit-identical runs (on Hopper, the attention backward's query gradients summed in a fixed order)" },
 	{ "recompute-granularity", 0, MT_ARG_REQUIRED, O_RECOMPUTE, "G", "selective (attention's core) or full (each layer) in the backward pass" },
 	{ "recompute-activations", 0, MT_ARG_NONE, O_RECOMPUTE_ACT, NULL, "selective recomputation (Megatron's shorthand for --recompute-granularity selective)" },
 	{ "tensor-model-parallel-size", 0, MT_ARG_REQUIRED, O_TP, "N", "split every layer over N ranks as Megatron does (cpu; default 1)" },

@@ -21,6 +21,10 @@ extern int mt_attention_tensor_cores;
 /* 1 (default): on a compute capability 9.0 device with sm_90a code, bf16/fp16 at head
  * sizes 64 and 128 take the wgmma/TMA forward (attention_sm90.cu); 0: the mma.sync one */
 extern int mt_attention_sm90;
+/* 0 (default): the sm_90a backward adds each key block's query gradients in whatever order
+ * the blocks finish (the last bits of dQ may differ from run to run); 1: in a fixed order,
+ * bit-identical runs (mt-train --deterministic) */
+extern int mt_attention_deterministic;
 /* the sm_90a forward: 0 when it ran, 1 when it does not apply here, -1 on a CUDA error */
 int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
 /* the sm_90a backward, the same way */
@@ -29,7 +33,9 @@ int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const vo
 
 /* y[B*T][np*hd] = softmax(q k^T / sqrt(hd), causal) v; lse[B][np][T] */
 int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
-/* dqkv (every element written) from dy, y, lse and qkv; scratch: B*np*T floats */
+/* dqkv (every element written) from dy, y, lse and qkv; scratch:
+ * mt_attention_bwd_scratch_floats(dt, B, T, np, hd) floats */
+int64_t mt_attention_bwd_scratch_floats(enum mt_dtype dt, int B, int T, int np, int hd);
 int mt_attention_bwd(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
 		     int B, int T, int np, int ng, int hd, float *scratch);
 

@@ -39,6 +39,7 @@
 #endif
 
 extern "C" int mt_attention_sm90 = 1;
+extern "C" int mt_attention_deterministic = 0;
 
 namespace {
 
@@ -105,6 +106,10 @@ __device__ __forceinline__ void tma_load3(uint32_t dst, const CUtensorMap *tm, u
 		     "l"((uint64_t)tm), "r"(bar), "r"(c), "r"(t), "r"(b)
 		     : "memory");
 }
+// named barriers: a warpgroup (128 threads), or n threads
+__device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void nbar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void nbar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 #endif
 
 // stages of the key/value ring: three at head size 64, two at 128 (shared memory)
@@ -215,7 +220,7 @@ template <typename T, int HD> __device__ __forceinline__ void fwd_pv(float *o, u
 }
 #endif
 
-template <typename T, int HD>
+template <typename T, int HD, bool PP>
 __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -260,13 +265,29 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 	int rlo = q0 + 64 * c, r0 = rlo + 16 * w + lane / 4, tc = 2 * (lane % 4);
 	float o[ND], s[BK / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, corr[2];
 	unsigned pa[BK / 16][4], pn[BK / 16][4];
+	// PP: the two warpgroups take turns to issue their products (named barriers 3 + c:
+	// consumer c's turn), so that one's softmax runs while the other's products do
+	// (FlashAttention-3's ping-pong); the second starts by giving the first its turn and
+	// leaves out its last hand-over, which nobody would wait for
+	auto turn_wait = [&]() {
+		if (PP)
+			nbar_sync(3 + c, 256);
+	};
+	auto turn_pass = [&](bool last) {
+		if (PP && !(last && c == 1))
+			nbar_arrive(4 - c, 256);
+	};
 
 #pragma unroll
 	for (int i = 0; i < ND; i++)
 		o[i] = 0.0f;
+	if (PP && c == 1)
+		nbar_arrive(3, 256);
 	mbar_wait(qbar, 0);
 	mbar_wait(full0, 0);
+	turn_wait();
 	fwd_issue<T, HD, false>(s, sq + c * 64 * 128, sk0, o, pa, 0);
+	turn_pass(false);
 	wgmma_wait<0>();
 	wgmma_hold<BK / 2>(s);
 	fwd_softmax<T, true>(s, m, l, corr, pa, g.sl2, r0, 0, tc, g.T);
@@ -277,7 +298,9 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 		int st = t % NS, sp = (t - 1) % NS, j0 = t * BK;
 
 		mbar_wait(full0 + 8 * st, (t / NS) & 1);
+		turn_wait();
 		fwd_issue<T, HD, true>(s, sq + c * 64 * 128, sk0 + st * KBYTES, o, pp, sv0 + sp * KBYTES);
+		turn_pass(false);
 		wgmma_wait<1>(); // S done, P.V may still run
 		wgmma_hold<BK / 2>(s);
 		if (j0 + BK - 1 > rlo || j0 + BK > g.T) // keys after some row of this warpgroup, or past the end
@@ -303,10 +326,13 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 	}
 	if (t < nt) {
 		tile(t, pa, pn);
+		turn_wait();
 		fwd_pv<T, HD>(o, pn, sv0 + ((nt - 1) % NS) * KBYTES);
 	} else {
+		turn_wait();
 		fwd_pv<T, HD>(o, pa, sv0 + ((nt - 1) % NS) * KBYTES);
 	}
+	turn_pass(true);
 	wgmma_wait<0>();
 	wgmma_hold<ND>(o);
 #pragma unroll
@@ -330,25 +356,38 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 
 // ---- backward ----
 //
-// Two kernels, as attention.cu's: the key/value gradients a block of 128 keys (64 a
-// consumer warpgroup) streaming the query and output-gradient tiles of every head of its
-// group (64 queries a tile), then the query gradients a block of 128 queries streaming key
-// and value tiles (64 keys a tile). Seven products, every one a wgmma; no atomics, so
-// every run gives the same bits. D = rowsum(dO * O) comes first (bwd_dsum). Per tile:
-//   dK/dV: S^T = K Q^T, dP^T = V dO^T (both operands K-major in shared memory),
-//          P^T = exp(S^T - lse), dS^T = P^T (dP^T - D) scale, dV += P^T dO, dK += dS^T Q
-//          (P^T and dS^T from registers, dO and Q MN-major);
-//   dQ:    S = Q K^T, dP = dO V^T, P, dS as above, dQ += dS K (K MN-major).
+// The key/value kernel: a block of 128 keys (64 a consumer warpgroup) streams the query
+// and output-gradient tiles of every head of its group. D = rowsum(dO * O) comes first
+// (bwd_dsum). Per tile:
+//   S^T = K Q^T, dP^T = V dO^T (both operands K-major in shared memory),
+//   P^T = exp(S^T - lse), dS^T = P^T (dP^T - D) scale, dV += P^T dO, dK += dS^T Q
+//   (P^T and dS^T from registers, dO and Q MN-major).
+// The query gradients, two ways (MODE):
+// - 1 and 2 (the default; five products): the same pass also computes the tile's
+//   dQ = dS K. dS goes to shared memory (stmatrix, transposed: query rows of keys), both
+//   warpgroups' halves make one 128-key product, and the fp32 result is added to a dQ
+//   accumulator in global memory by one bulk reduction (cp.reduce.async.bulk) a tile,
+//   which a warp of the producer warpgroup issues from a double buffer. MODE 1 lets the
+//   key blocks add in any order (a run's bits may differ in dQ's last places); MODE 2
+//   (--deterministic) adds them in a fixed order, the last key block first: a counter a
+//   query tile says whose turn it is. dq_out turns the accumulator into dQ.
+// - 0 (MT_ATTN_BWD7=1, for comparisons): a second kernel, a block of 128 queries
+//   streaming key and value tiles (64 keys a tile), S = Q K^T, dP = dO V^T, P, dS as
+//   above, dQ += dS K (K MN-major): seven products, no atomics.
 // lse and D of the tile's queries go through shared memory in the key/value kernel (a
 // column each), in registers in the query kernel (a row each).
 // queries a tile (key/value kernel), keys a tile (query kernel): 128 at head size 64 (each
 // product twice as wide for the same waits), 64 at 128 (registers)
 template <int HD> __host__ __device__ constexpr int bm() { return HD <= 64 ? 128 : 64; }
 
-template <typename T, int HD> __host__ __device__ constexpr size_t dkv_smem()
+// the key/value kernel's shared memory: K, V; the query and output-gradient ring; lse and
+// D columns; with dQ (MODE > 0) the tile's dS ([2 key halves][BM][128 B]) and two buffers of
+// its fp32 dQ
+template <int HD, int MODE> __host__ __device__ constexpr size_t dkv_smem()
 {
 	constexpr int BM = bm<HD>();
-	return 2 * (size_t)BK * HD * 2 + 2 * 2 * (size_t)BM * HD * 2 + 2 * 2 * BM * 2 * 4 + 64 + 1024;
+	return 2 * (size_t)BK * HD * 2 + 2 * 2 * (size_t)BM * HD * 2 + 2 * 2 * BM * 2 * 4 +
+	       (MODE ? (size_t)BM * BK * 2 + 2 * (size_t)BM * HD * 4 : 0) + 64 + 1024;
 }
 template <typename T, int HD> __host__ __device__ constexpr size_t dq_smem()
 {
@@ -412,22 +451,73 @@ __device__ __forceinline__ void rs_mn(float *c, unsigned (*a)[4], uint32_t sb)
 		wgmma<T, HD>::template rs_t<1>(c, a[kk], db[kk]);
 	wgmma_commit();
 }
-__device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+// this thread's shared-memory writes made visible to the async proxy (wgmma, bulk copies)
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// four 8x8 blocks of 16-bit values (a[i]: block i in the accumulator layout) stored
+// transposed, rows at the addresses lanes 8i..8i+7 give
+__device__ __forceinline__ void stsm4t(uint32_t addr, const unsigned *a)
+{
+	asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a[0]), "r"(a[1]),
+		     "r"(a[2]), "r"(a[3])
+		     : "memory");
+}
+// C (64 x 64) = A B over 128 keys: A (64 rows of keys) K-major in shared memory ([2 key
+// halves][arows][128 B]), B (128 keys x 64 columns) MN-major ([128 keys][128 B]); committed
+template <typename T> __device__ __forceinline__ void ss_dq(float *c, uint32_t sa, int arows, uint32_t sb)
+{
+	uint64_t da[BK / 16], db[BK / 16];
+#pragma unroll
+	for (int k = 0; k < BK / 16; k++) {
+		da[k] = sdesc(sa + (k / 4) * arows * 128 + (k % 4) * 32, 16, 1024);
+		db[k] = sdesc(sb + k * 16 * 128, BK * 128, 1024);
+		pin(da[k]), pin(db[k]);
+	}
+	wgmma_fence();
+	wgmma<T, 64>::template ss_t<0>(c, da[0], db[0]);
+#pragma unroll
+	for (int k = 1; k < BK / 16; k++)
+		wgmma<T, 64>::template ss_t<1>(c, da[k], db[k]);
+	wgmma_commit();
+}
+// dst[0, bytes) += src[0, bytes) (fp32, global from shared memory), one bulk reduction
+__device__ __forceinline__ void bulk_add(float *dst, uint32_t src, unsigned bytes)
+{
+	asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+		     "cp.async.bulk.commit_group;\n" ::"l"(dst),
+		     "r"(src), "r"(bytes)
+		     : "memory");
+}
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ int ld_acquire(const int *p)
+{
+	int v;
+	asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
 #endif
 
-template <typename T, int HD>
+// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written / read),
+// 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s buffer s
+// read by the bulk reduction (the writer arrives, the consumers wait)
+constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_N = 256 + 32;
+
+template <typename T, int HD, int MODE>
 __global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
-		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g)
+		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g, float *dqacc,
+		    int *turn)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2;
+	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2, DQB = BM * HD * 4;
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
-	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, bars = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
+	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, sds = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
+	uint32_t sdq = sds + (MODE ? BM * BK * 2 : 0), bars = sdq + (MODE ? 2 * DQB : 0);
 	float *cols = (float *)(smraw + (so0 + 2 * QB - smem_u32(smraw))); // [consumer][2 buffers][lse2, D][BM]
 	uint32_t kvbar = bars, full0 = bars + 8, empty0 = bars + 8 + 16;
-	int wg = threadIdx.x / 128, kb = blockIdx.x, grp = blockIdx.y, b = blockIdx.z;
+	// in a fixed order the last key block adds first: its blocks start first
+	int wg = threadIdx.x / 128, kb = MODE == 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x, grp = blockIdx.y, b = blockIdx.z;
 	int k0 = kb * BK, qt0 = k0 / BM, nqt = (g.T + BM - 1) / BM, per = g.per, ntile = per * (nqt - qt0);
 	int kcol = (grp * (per + 2) + per) * HD, vcol = kcol + HD;
 
@@ -451,6 +541,34 @@ __global__ void __launch_bounds__(THREADS, 1)
 					tma_load3(so0 + s * QB + h * BM * 128, &tdo, fb, hh * HD + 64 * h, q0, b);
 				}
 			}
+		} else if (MODE && threadIdx.x / 32 == 1) {
+			// the dQ writer: each tile's fp32 dQ added to the accumulator from its buffer
+			for (int t = 0; t < ntile; t++) {
+				int s = t & 1, qt = qt0 + t % (nqt - qt0), hh = grp * per + t / (nqt - qt0);
+				int64_t at = ((int64_t)b * g.np + hh) * nqt + qt;
+				nbar_sync(NB_FULL + s, NB_N);
+				if (threadIdx.x % 32 == 0) {
+					if (MODE == 2) { // wait for the key blocks after this one
+						int want = min(qt * BM / BK, (int)gridDim.x - 1) - kb;
+						while (ld_acquire(turn + at) != want)
+							;
+						asm volatile("fence.proxy.async.global;\n" ::: "memory");
+					}
+					bulk_add(dqacc + at * (BM * HD), sdq + s * DQB, DQB);
+					bulk_wait_read();
+				}
+				__syncwarp();
+				if (t + 2 < ntile)
+					nbar_arrive(NB_FREE + s, NB_N);
+				if (MODE == 2 && threadIdx.x % 32 == 0) { // done: the next key block's turn
+					bulk_wait();
+					asm volatile("fence.proxy.async.global;\n"
+						     "red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(turn + at)
+						     : "memory");
+				}
+			}
+			if (threadIdx.x % 32 == 0)
+				bulk_wait();
 		}
 		return;
 	}
@@ -458,25 +576,36 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 	int c = wg - 1, lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, tc = 2 * (lane % 4);
 	int kr0 = k0 + 64 * c + 16 * w + lane / 4; // this thread's key rows: kr0, kr0 + 8
-	float dk[ND], dv[ND], st[BM / 2], dp[BM / 2];
+	float dk[ND], dv[ND], st[BM / 2], dp[BM / 2], dq[32];
 	unsigned pa[BM / 16][4], da[BM / 16][4];
 #pragma unroll
 	for (int i = 0; i < ND; i++)
 		dk[i] = dv[i] = 0.0f;
+	float nl = 0.0f, nd = 0.0f; // lse (log2 units) and D of the query (threadIdx.x % 128) of a tile
+	auto cols_load = [&](int t) {
+		int q = (qt0 + t % (nqt - qt0)) * BM + threadIdx.x % 128, hh = grp * per + t / (nqt - qt0);
+		int64_t at = ((int64_t)b * g.np + hh) * g.T + q;
+		if (threadIdx.x % 128 < BM && q < g.T)
+			nl = lse[at] * LOG2E_F, nd = D[at];
+		else
+			nl = nd = 0.0f;
+	};
+	cols_load(0);
 	mbar_wait(kvbar, 0);
 	for (int t = 0; t < ntile; t++) {
-		int s = t & 1, hq = t / (nqt - qt0), q0 = (qt0 + t % (nqt - qt0)) * BM, hh = grp * per + hq;
+		int s = t & 1, q0 = (qt0 + t % (nqt - qt0)) * BM;
 		uint32_t sq = sq0 + s * QB, so = so0 + s * QB;
 		float *cl = cols + (c * 2 + s) * 2 * BM;
 
-		// this tile's lse (log2 units) and D, a column each, for the warpgroup
+		// this tile's lse (log2 units) and D, a column each, for the warpgroup; the next
+		// tile's loads go out now, to arrive while this tile computes
 		if (threadIdx.x % 128 < BM) {
-			int q = q0 + threadIdx.x % 128;
-			int64_t at = ((int64_t)b * g.np + hh) * g.T + q;
-			cl[threadIdx.x % 128] = q < g.T ? lse[at] * LOG2E_F : 0.0f;
-			cl[BM + threadIdx.x % 128] = q < g.T ? D[at] : 0.0f;
+			cl[threadIdx.x % 128] = nl;
+			cl[BM + threadIdx.x % 128] = nd;
 		}
 		wg_bar(1 + c);
+		if (t + 1 < ntile)
+			cols_load(t + 1);
 		mbar_wait(full0 + 8 * s, (t >> 1) & 1);
 		ss_kmajor<T, BM, HD>(st, sk + c * 64 * 128, BK, sq, BM);
 		ss_kmajor<T, BM, HD>(dp, sv + c * 64 * 128, BK, so, BM);
@@ -503,11 +632,43 @@ __global__ void __launch_bounds__(THREADS, 1)
 			}
 		rs_mn<T, HD, BM>(dv, pa, so);
 		rs_mn<T, HD, BM>(dk, da, sq);
-		wgmma_wait<0>();
-		wgmma_hold<ND>(dv);
-		wgmma_hold<ND>(dk);
-		if (lane == 0)
-			mbar_arrive(empty0 + 8 * s);
+		if (MODE) {
+			// dS to shared memory, query rows of this warpgroup's 64 keys (16-byte chunk
+			// 2w + block % 2 of the row), once the last tile's dQ products are done
+			nbar_sync(NB_DS, 256);
+#pragma unroll
+			for (int kk = 0; kk < BM / 16; kk++) {
+				int m = lane / 8, q = 16 * kk + 8 * (m / 2) + lane % 8, ch = 2 * w + m % 2;
+				stsm4t(sds + c * BM * 128 + q * 128 + ((ch ^ (q & 7)) << 4), da[kk]);
+			}
+			fence_async_smem();
+			nbar_sync(NB_DS, 256);
+			// dQ of 64 queries (head size 64) or of 64 of the 128 columns (128)
+			ss_dq<T>(dq, HD == 64 ? sds + c * 64 * 128 : sds, BM, HD == 64 ? sk : sk + c * BK * 128);
+			wgmma_wait<1>();
+			wgmma_hold<ND>(dv);
+			wgmma_hold<ND>(dk);
+			if (lane == 0)
+				mbar_arrive(empty0 + 8 * s);
+			wgmma_wait<0>();
+			wgmma_hold<32>(dq);
+			// to the buffer in the accumulator's own order: float4 n of thread i of
+			// consumer c at (c * 8 + n) * 128 + i (dq_out reads it so)
+			if (t >= 2)
+				nbar_sync(NB_FREE + s, NB_N);
+			float4 *d4 = (float4 *)(smraw + (sdq + s * DQB - smem_u32(smraw))) + c * 8 * 128 + threadIdx.x % 128;
+#pragma unroll
+			for (int n = 0; n < 8; n++)
+				d4[n * 128] = make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+			fence_async_smem();
+			nbar_arrive(NB_FULL + s, NB_N);
+		} else {
+			wgmma_wait<0>();
+			wgmma_hold<ND>(dv);
+			wgmma_hold<ND>(dk);
+			if (lane == 0)
+				mbar_arrive(empty0 + 8 * s);
+		}
 	}
 #pragma unroll
 	for (int h = 0; h < 2; h++) {
@@ -625,6 +786,28 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
+// dQ from the five-product kernel's accumulator (tiles of bm<HD>() queries, each in the
+// order its writer left it): one float4 a thread, two pairs of adjacent columns, rows r
+// and r + 8
+template <typename T, int HD>
+__global__ void dq_out(T *dqkv, const float4 *acc, int B, geo90 g, int nqt)
+{
+	constexpr int BM = bm<HD>(), PER = BM * HD / 4;
+	int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= (int64_t)B * g.np * nqt * PER)
+		return;
+	int64_t tile = k / PER;
+	int e = (int)(k % PER), i = e % 128, c = e / 128 / 8, n = e / 128 % 8, lane = i % 32;
+	int qt = (int)(tile % nqt), hh = (int)(tile / nqt % g.np), b = (int)(tile / nqt / g.np);
+	int r = qt * BM + 16 * (i / 32) + lane / 4 + (HD == 64 ? 64 * c : 0), col = 8 * n + 2 * (lane % 4) + (HD == 64 ? 0 : 64 * c);
+	float4 v = acc[k];
+	T *p = dqkv + ((int64_t)b * g.T + r) * g.row + ((hh / g.per) * (g.per + 2) + hh % g.per) * HD + col;
+	if (r < g.T)
+		*(unsigned *)p = pack2<T>(v.x, v.y);
+	if (r + 8 < g.T)
+		*(unsigned *)(p + 8 * (int64_t)g.row) = pack2<T>(v.z, v.w);
+}
+
 // cuTensorMapEncodeTiled from the driver, found through the runtime (no -lcuda)
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 {
@@ -677,40 +860,69 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	int row = (np + 2 * ng) * HD;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t smem = fwd_smem<HD>();
+	static int pp = -1; // MT_ATTN_PINGPONG=0: the warpgroups issue as they come, for comparisons
+	if (pp < 0) {
+		const char *env = getenv("MT_ATTN_PINGPONG");
+		pp = !(env && !strcmp(env, "0"));
+	}
+	auto kern = pp ? fa3_fwd<T, HD, true> : fa3_fwd<T, HD, false>;
 
 	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
 		return -1;
-	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_fwd<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-	fa3_fwd<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, smem, MT_STREAM>>>((T *)y, lse,
-														       tm, g);
+	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+	kern<<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
 }
 
-template <typename T, int HD>
+// the scratch's floats after D (B * np * T, rounded up to 16 bytes) hold the five-product
+// backward's dQ accumulator and its turn counters
+int64_t d_floats(int B, int T_, int np) { return ((int64_t)B * np * T_ + 3) / 4 * 4; }
+
+template <typename T, int HD, int MODE>
 int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
 	  int T_, int np, int ng, float *D)
 {
 	CUtensorMap qm, q128, om, o128; // boxes of bm<HD>() and 128 rows
-	int row = (np + 2 * ng) * HD, rows = B * T_;
+	constexpr int BM = bm<HD>();
+	int row = (np + 2 * ng) * HD, rows = B * T_, nqt = (T_ + BM - 1) / BM;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
-	size_t s1 = dkv_smem<T, HD>(), s2 = dq_smem<T, HD>();
+	size_t s1 = dkv_smem<HD, MODE>(), s2 = dq_smem<T, HD>();
+	int64_t nacc = (int64_t)B * np * nqt * BM * HD;
+	float *acc = D + d_floats(B, T_, np);
+	int *turn = (int *)(acc + nacc);
 
 	if (mkmap(&qm, dty, qkv, row, T_, B, bm<HD>()) || mkmap(&q128, dty, qkv, row, T_, B, BK) ||
 	    mkmap(&om, dty, dy, np * HD, T_, B, bm<HD>()) || mkmap(&o128, dty, dy, np * HD, T_, B, BQ))
 		return -1;
+	if (MODE)
+		MT_CUDA_CHECK(cudaMemsetAsync(acc, 0, (size_t)nacc * 4 + (MODE == 2 ? (size_t)B * np * nqt * 4 : 0), MT_STREAM));
 	bwd_dsum<T><<<(unsigned)(((int64_t)rows * np * 32 + 255) / 256), 256, 0, MT_STREAM>>>(D, (const T *)dy, (const T *)y,
 											       rows, np, T_, HD);
 	MT_LAUNCH_CHECK("attention");
-	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
-	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
-	fa3_bwd_dkv<T, HD><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
-		(T *)dqkv, lse, D, qm, q128, om, g);
+	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
+	fa3_bwd_dkv<T, HD, MODE><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
+		(T *)dqkv, lse, D, qm, q128, om, g, acc, turn);
 	MT_LAUNCH_CHECK("attention");
-	fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, s2, MT_STREAM>>>(
-		(T *)dqkv, lse, D, q128, qm, o128, g);
-	MT_LAUNCH_CHECK("attention");
+	if constexpr (MODE != 0) {
+		dq_out<T, HD><<<(unsigned)((nacc / 4 + 255) / 256), 256, 0, MT_STREAM>>>((T *)dqkv, (const float4 *)acc, B, g, nqt);
+		MT_LAUNCH_CHECK("attention");
+	} else {
+		MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
+		fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, s2, MT_STREAM>>>(
+			(T *)dqkv, lse, D, q128, qm, o128, g);
+		MT_LAUNCH_CHECK("attention");
+	}
 	return 0;
+}
+
+template <typename T, int HD>
+int bwd90_mode(int mode, CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
+	       int B, int T_, int np, int ng, float *D)
+{
+	return mode == 0   ? bwd90<T, HD, 0>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, D)
+	       : mode == 1 ? bwd90<T, HD, 1>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, D)
+			   : bwd90<T, HD, 2>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, D);
 }
 
 } // namespace
@@ -732,25 +944,37 @@ extern "C" int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, cons
 	return hd == 64 ? fwd90<__half, 64>(d, y, lse, qkv, B, T_, np, ng) : fwd90<__half, 128>(d, y, lse, qkv, B, T_, np, ng);
 }
 
+// the scratch mt_attention_bwd needs, in floats: D, and where the sm_90a backward may run
+// its dQ accumulator (B * np * T * hd, T rounded up to 128) and turn counters
+extern "C" int64_t mt_attention_bwd_scratch_floats(enum mt_dtype dt, int B, int T_, int np, int hd)
+{
+	int64_t n = d_floats(B, T_, np), tp = (T_ + 127) / 128 * 128;
+	if ((dt == MT_BF16 || dt == MT_F16) && (hd == 64 || hd == 128) && usable())
+		n += (int64_t)B * np * tp * hd + (int64_t)B * np * (tp / 64);
+	return n;
+}
+
 // 0 when the sm_90a backward ran, 1 when it does not apply, -1 on a CUDA error; scratch:
-// B * np * T floats (D)
+// mt_attention_bwd_scratch_floats
 extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
 				     const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
 {
-	static int off = -1; // MT_ATTN_SM90_BWD=0: the mma.sync backward, for comparisons
+	static int off = -1, seven; // MT_ATTN_SM90_BWD=0: the mma.sync backward; MT_ATTN_BWD7=1: seven products
 	if (off < 0) {
-		const char *env = getenv("MT_ATTN_SM90_BWD");
+		const char *env = getenv("MT_ATTN_SM90_BWD"), *e7 = getenv("MT_ATTN_BWD7");
 		off = env && !strcmp(env, "0");
+		seven = e7 && !strcmp(e7, "1");
 	}
 	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off ||
 	    (uintptr_t)qkv % 16 || (uintptr_t)dy % 16)
 		return 1;
+	int mode = seven ? 0 : mt_attention_deterministic ? 2 : 1;
 	if (dt == MT_BF16) {
 		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-		return hd == 64 ? bwd90<__nv_bfloat16, 64>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
-				: bwd90<__nv_bfloat16, 128>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
+		return hd == 64 ? bwd90_mode<__nv_bfloat16, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
+				: bwd90_mode<__nv_bfloat16, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
 	}
 	CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-	return hd == 64 ? bwd90<__half, 64>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
-			: bwd90<__half, 128>(d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
+	return hd == 64 ? bwd90_mode<__half, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
+			: bwd90_mode<__half, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
 }

@@ -15,7 +15,7 @@ w("// inside code compiled for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL).")
 w("//")
 w("// ss: A and B from shared memory (matrix descriptors); rs: A from registers (four 32-bit")
 w("// registers of two 16-bit values, the m16n8k16 A layout of the warp's 16 rows), B from")
-w("// shared memory. d holds N/2 floats a thread; SD (an immediate) 0 overwrites d. tb: B is MN-major")
+w("// shared memory. d holds N/2 floats a thread; SD (an immediate) 0 overwrites d. _t: B is MN-major")
 w("// (transposed: N contiguous).")
 w("#ifndef MT_KERNELS_WGMMA_CUH")
 w("#define MT_KERNELS_WGMMA_CUH")
@@ -31,13 +31,15 @@ for n in NS:
         regs = ", ".join("%%%d" % i for i in range(nd))
         dops = ", ".join('"+f"(d[%d])' % i for i in range(nd))
         w("template <> struct wgmma<%s, %d> {" % (ct, n))
-        # ss
-        w("\ttemplate <int SD> __device__ __forceinline__ static void ss(float *d, uint64_t da, uint64_t db)")
-        w("\t{")
-        w("\t\tasm volatile(\"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, %%%d, 1, 1, 0, 0;\\n\"" % (n, ptx, ptx, regs, nd, nd + 1, nd + 2))
-        w("\t\t\t     : %s" % dops)
-        w("\t\t\t     : \"l\"(da), \"l\"(db), \"n\"(SD));")
-        w("\t}")
+        # ss, B transposed or not
+        for tb in (0, 1):
+            name = "ss_t" if tb else "ss"
+            w("\ttemplate <int SD> __device__ __forceinline__ static void %s(float *d, uint64_t da, uint64_t db)" % name)
+            w("\t{")
+            w("\t\tasm volatile(\"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %%%d, %%%d, %%%d, 1, 1, 0, %d;\\n\"" % (n, ptx, ptx, regs, nd, nd + 1, nd + 2, tb))
+            w("\t\t\t     : %s" % dops)
+            w("\t\t\t     : \"l\"(da), \"l\"(db), \"n\"(SD));")
+            w("\t}")
         # rs, B transposed or not
         for tb in (0, 1):
             name = "rs_t" if tb else "rs"

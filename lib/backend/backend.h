@@ -109,7 +109,8 @@ struct mt_backend_ops {
 enum mt_precision { MT_PREC_FP32 = 0, MT_PREC_BF16 = 1, MT_PREC_FP16 = 2 };
 struct mt_backend_opts {
 	enum mt_precision precision;
-	int deterministic;              /* same inputs, same bits (the CUDA backend always is) */
+	int deterministic;              /* same inputs, same bits (the CUDA backend is, but for the
+	                                 * sm_90a attention backward's dQ sums) */
 	int recompute_full;             /* keep only each layer's input; redo its forward in backward */
 	double loss_scale;              /* fp16: > 0 a constant scale, 0 dynamic (Megatron's) */
 	double initial_loss_scale;      /* dynamic: 2^32 */

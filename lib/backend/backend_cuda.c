@@ -14,7 +14,9 @@
  * chunk of rows at a time, their loss and gradient computed in place and consumed by
  * the two output matmuls before the next chunk. --recompute-granularity full keeps
  * only each layer's input and recomputes its forward in the backward pass. Every
- * kernel sums in a fixed order without atomics, so runs repeat bit for bit.
+ * kernel sums in a fixed order, so runs repeat bit for bit, but for the sm_90a attention
+ * backward's query gradients, which --deterministic (mt_attention_deterministic) puts
+ * in a fixed order too.
  *
  * fp16 uses Megatron's loss scaling: the loss gradient is multiplied by the scale,
  * grad_prepare divides it out, and with the dynamic scaler an overflow skips the step
@@ -356,7 +358,8 @@ static size_t plan_acts(struct cu *s, char *base)
 	s->logits = take(&k, (size_t)s->chunk_rows * (size_t)s->V * es);
 	s->rowloss = take(&k, N * sizeof(float));
 	s->scratch = take(&k, (size_t)mt_norm_scratch_floats(s->h, wide) * sizeof(float));
-	s->dsum = take(&k, N * (size_t)s->np * sizeof(float));
+	s->dsum = take(&k, (size_t)mt_attention_bwd_scratch_floats(s->dt, (int)s->B, (int)s->T, (int)s->np, (int)s->hd) *
+				   sizeof(float));
 	s->rope_cs = take(&k, (size_t)s->T * (size_t)s->hd * sizeof(float));
 	s->tok = take(&k, N * sizeof(int32_t));
 	s->tgt = take(&k, N * sizeof(int32_t));
@@ -716,6 +719,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		return mt_err_set(err, MT_EXIT_IO, "%s: cannot use GPU %d", s->d->where, s->d->local_rank % n);
 	s->dt = s->o.precision == MT_PREC_BF16 ? MT_BF16 : s->o.precision == MT_PREC_FP16 ? MT_F16 : MT_F32;
 	s->es = s->dt == MT_F32 ? 4 : 2;
+	mt_attention_deterministic = s->o.deterministic;
 	s->B = micro_batch;
 	s->T = c->seq_length;
 	s->N = s->B * s->T;

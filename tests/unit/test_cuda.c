@@ -730,7 +730,7 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 	float *scr;
 	char what[96];
 
-	cudaMalloc((void **)&scr, (size_t)(N * np) * 4);
+	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, hd) * 4);
 	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs: %s", mt_cuda_error());
 	fetch(&y);
 	ok(!mt_attention_bwd(dt, dqkv.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs");
@@ -775,11 +775,43 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 	snprintf(what, sizeof(what), "attention fwd B%d T%d heads %d/%d hd %d%s", B, T, np, ng, hd,
 		 mt_attention_sm90 ? "" : " (mma.sync)");
 	CHECK(y.h, ry, N * q, dt, what);
-	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d", B, T, np, ng, hd);
+	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d%s", B, T, np, ng, hd,
+		 mt_attention_deterministic ? " (fixed order)" : "");
 	CHECK(dqkv.h, rd, N * row, dt, what);
 	cudaFree(scr);
 	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&dqkv);
 	free(ry), free(rd), free(p);
+}
+
+/* mt_attention_deterministic: the backward twice gives the same bits (the sm_90a backward
+ * adds its key blocks' query gradients in a fixed order), and the default's differ from
+ * them by no more than the summation order can (bf16 rounding of dQ) */
+static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int ng, int hd)
+{
+	int64_t row = (np + 2 * ng) * hd, N = (int64_t)B * T, q = (int64_t)np * hd;
+	struct buf qkv = mk(dt, N * row, 1.5), y = out(dt, N * q), lse = out(MT_F32, N * np), dy = mk(dt, N * q, 1);
+	struct buf d1 = out(dt, N * row), d2 = out(dt, N * row), d0 = out(dt, N * row);
+	double *ref = malloc((size_t)(N * row) * 8);
+	float *scr;
+	int same;
+
+	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, hd) * 4);
+	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs");
+	ok(!mt_attention_bwd(dt, d0.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs (default)");
+	mt_attention_deterministic = 1;
+	ok(!mt_attention_bwd(dt, d1.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs (fixed order)");
+	ok(!mt_attention_bwd(dt, d2.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs again");
+	mt_attention_deterministic = 0;
+	fetch(&d0), fetch(&d1), fetch(&d2);
+	same = !memcmp(d1.h, d2.h, (size_t)(N * row) * 4);
+	ok(same, "attention bwd B%d T%d heads %d/%d hd %d %s, fixed order: two runs give the same bits", B, T, np, ng, hd,
+	   dn(dt));
+	for (int64_t k = 0; k < N * row; k++)
+		ref[k] = d1.h[k];
+	CHECK(d0.h, ref, N * row, dt, "attention bwd, default against fixed order");
+	cudaFree(scr);
+	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&d0), drop(&d1), drop(&d2);
+	free(ref);
 }
 
 static void test_rope_embed_classifier(enum mt_dtype dt)
@@ -1486,6 +1518,13 @@ int main(void)
 		test_attention(dt, 1, 256, 2, 1, 128); /* whole 128-query blocks at 128 */
 		test_attention(dt, 1, 1000, 2, 2, 128); /* many key tiles, a ragged last block */
 	}
+	/* the sm_90a backward's query gradients in a fixed order (--deterministic) */
+	mt_attention_deterministic = 1;
+	test_attention(MT_BF16, 2, 1000, 4, 2, 64);
+	test_attention(MT_BF16, 1, 1000, 4, 2, 128);
+	mt_attention_deterministic = 0;
+	test_attention_repeats(MT_BF16, 2, 1024, 4, 2, 64);
+	test_attention_repeats(MT_BF16, 1, 2000, 4, 2, 128);
 	/* on a Hopper device the cases above ran the sm_90a forward: the mma.sync one too */
 	mt_attention_sm90 = 0;
 	test_attention(MT_BF16, 1, 1000, 2, 2, 64);
