@@ -26,7 +26,7 @@ REF_DEVICE=${REF_DEVICE:-$MT_DEVICE}
 REF_DTYPE=${REF_DTYPE:-$([ "$REF_DEVICE" = cuda ] && echo bfloat16 || echo float32)}
 MT_FLAGS=(--device "$MT_DEVICE")
 [ "$MT_DEVICE" = cuda ] && MT_FLAGS+=("--$MT_DTYPE")
-PY=/usr/bin/python3
+PY=${MT_PYTHON:-$(command -v python3 || echo /usr/bin/python3)} # the one with torch (and transformers) where several exist
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 export OMP_NUM_THREADS=$THREADS

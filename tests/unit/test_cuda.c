@@ -1481,6 +1481,11 @@ int main(void)
 		test_dlin(dt, MT_DLIN_F32, 9, 192, 336, 1, 0, 352);
 		test_dlin(dt, MT_DLIN_RESID, 3, 3072, 32, 0, 1, 32); /* long rows: several batches of chunks a warp */
 		test_dlin(dt, MT_DLIN_F32, 2, 64, 12800, 1, 0, 12800); /* more tiles than blocks: each takes several */
+		/* fewer groups than SMs (GPT-2 124M's 768-wide layers) */
+		test_dlin(dt, MT_DLIN_RESID, 1, 768, 768, 0, 1, 768);
+		test_dlin(dt, MT_DLIN_RESID, 16, 3072, 768, 0, 1, 800);
+		test_dlin(dt, MT_DLIN_GELU, 4, 2048, 256, 0, 1, 256);
+		test_dlin(dt, MT_DLIN_STORE, 7, 1024, 64, 0, 0, 64);
 		test_dlin_qkv(dt, 3, 4, 2, 32, 1, 1, 1);
 		test_dlin_qkv(dt, 20, 6, 2, 64, 1, 0, 0);
 		test_dlin_qkv(dt, 2, 2, 2, 128, 1, 0, 1);
