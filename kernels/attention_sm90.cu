@@ -220,37 +220,62 @@ template <typename T, int HD> __device__ __forceinline__ void fwd_pv(float *o, u
 }
 #endif
 
+// At head size 64 the forward is persistent: a block an SM (at most), each taking the
+// work items (128 query rows of one head) blockIdx.x, + gridDim.x, ..., those with the
+// most key tiles first. The producer loads the next item's query tile as soon as the
+// consumers have issued their last product of the current one (qempty) and streams
+// key/value tiles through the same ring from item to item, so the consumers' epilogue
+// (the output rows and lse) overlaps the next item's loads, and no block pays a launch,
+// its barriers' set-up or the first tiles' latency per item. At 128 the loop's state
+// would not fit the registers (ptxas serializes the products): a block an item there.
+template <int HD> __host__ __device__ constexpr bool persist() { return HD == 64; }
 template <typename T, int HD, bool PP>
-__global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g)
+__global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g, int B)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = stages<HD>();
+	constexpr bool PERSIST = persist<HD>();
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sq = base, sk0 = base + QBYTES, sv0 = sk0 + NS * KBYTES, bars = sv0 + NS * KBYTES;
-	// barriers: the query tile; full[NS]; empty[NS]
-	uint32_t qbar = bars, full0 = bars + 8, empty0 = bars + 8 + 8 * NS;
-	int wg = threadIdx.x / 128, qt = gridDim.x - 1 - blockIdx.x, hh = blockIdx.y, b = blockIdx.z;
-	int q0 = qt * BQ, nt = min((q0 + BQ + BK - 1) / BK, (g.T + BK - 1) / BK), grp = hh / g.per;
-	int qcol = (grp * (g.per + 2) + hh % g.per) * HD, kcol = (grp * (g.per + 2) + g.per) * HD, vcol = kcol + HD;
+	// barriers: the query tile; full[NS]; empty[NS]; the query tile read (qempty)
+	uint32_t qbar = bars, full0 = bars + 8, empty0 = bars + 8 + 8 * NS, qempty = bars + 8 + 16 * NS;
+	int wg = threadIdx.x / 128, nqt = (g.T + BQ - 1) / BQ, nhb = g.np * B, nitems = nqt * nhb;
+	// item i: query tile nqt - 1 - i / nhb (the longest first) of head-and-batch i % nhb
+	auto item_of = [&](int i, int &q0, int &nt, int &hh, int &b) {
+		int qt = nqt - 1 - i / nhb;
+		hh = i % nhb % g.np, b = i % nhb / g.np, q0 = qt * BQ;
+		nt = min((q0 + BQ + BK - 1) / BK, (g.T + BK - 1) / BK);
+	};
 
+	if (threadIdx.x == 0)
+		mbar_init(qempty, 8);
 	ring_init(bars, NS);
 
 	if (wg == 0) {
 		asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
 		if (threadIdx.x == 0) {
-			mbar_expect(qbar, QBYTES);
-			for (int h = 0; h < NH; h++)
-				tma_load3(sq + h * BQ * 128, &tm, qbar, qcol + 64 * h, q0, b);
-			for (int t = 0; t < nt; t++) {
-				int s = t % NS;
-				uint32_t fb = full0 + 8 * s, sk = sk0 + s * KBYTES, sv = sv0 + s * KBYTES;
-				if (t >= NS)
-					mbar_wait(empty0 + 8 * s, ((t / NS) - 1) & 1);
-				mbar_expect(fb, 2 * KBYTES);
-				for (int h = 0; h < NH; h++) {
-					tma_load3(sk + h * BK * 128, &tm, fb, kcol + 64 * h, t * BK, b);
-					tma_load3(sv + h * BK * 128, &tm, fb, vcol + 64 * h, t * BK, b);
+			int gt = 0, it = 0;
+			for (int i = blockIdx.x; i < (PERSIST ? nitems : (int)blockIdx.x + 1); i += gridDim.x, it++) {
+				int q0, nt, hh, b;
+				item_of(i, q0, nt, hh, b);
+				int grp = hh / g.per, qcol = (grp * (g.per + 2) + hh % g.per) * HD;
+				int kcol = (grp * (g.per + 2) + g.per) * HD, vcol = kcol + HD;
+				if (it > 0)
+					mbar_wait(qempty, (it - 1) & 1);
+				mbar_expect(qbar, QBYTES);
+				for (int h = 0; h < NH; h++)
+					tma_load3(sq + h * BQ * 128, &tm, qbar, qcol + 64 * h, q0, b);
+				for (int t = 0; t < nt; t++, gt++) {
+					int s = gt % NS;
+					uint32_t fb = full0 + 8 * s, sk = sk0 + s * KBYTES, sv = sv0 + s * KBYTES;
+					if (gt >= NS)
+						mbar_wait(empty0 + 8 * s, ((gt / NS) - 1) & 1);
+					mbar_expect(fb, 2 * KBYTES);
+					for (int h = 0; h < NH; h++) {
+						tma_load3(sk + h * BK * 128, &tm, fb, kcol + 64 * h, t * BK, b);
+						tma_load3(sv + h * BK * 128, &tm, fb, vcol + 64 * h, t * BK, b);
+					}
 				}
 			}
 		}
@@ -261,9 +286,8 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 	// Each consumer warpgroup: S of tile t is issued with P.V of tile t - 1 behind it, so
 	// the tensor cores work on P.V while the warps wait for S and then run the softmax of
 	// tile t; the rescale of O waits for P.V (FlashAttention-3's intra-warpgroup overlap).
-	int c = wg - 1, lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
-	int rlo = q0 + 64 * c, r0 = rlo + 16 * w + lane / 4, tc = 2 * (lane % 4);
-	float o[ND], s[BK / 2], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, corr[2];
+	int c = wg - 1, lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, tc = 2 * (lane % 4);
+	float o[ND], s[BK / 2], m[2], l[2], corr[2];
 	unsigned pa[BK / 16][4], pn[BK / 16][4];
 	// PP: the two warpgroups take turns to issue their products (named barriers 3 + c:
 	// consumer c's turn), so that one's softmax runs while the other's products do
@@ -278,78 +302,100 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 			nbar_arrive(4 - c, 256);
 	};
 
-#pragma unroll
-	for (int i = 0; i < ND; i++)
-		o[i] = 0.0f;
 	if (PP && c == 1)
 		nbar_arrive(3, 256);
-	mbar_wait(qbar, 0);
-	mbar_wait(full0, 0);
-	turn_wait();
-	fwd_issue<T, HD, false>(s, sq + c * 64 * 128, sk0, o, pa, 0);
-	turn_pass(false);
-	wgmma_wait<0>();
-	wgmma_hold<BK / 2>(s);
-	fwd_softmax<T, true>(s, m, l, corr, pa, g.sl2, r0, 0, tc, g.T);
-	// tile t: P of tile t - 1 in pp, this tile's into pq (the loop runs two tiles an
-	// iteration with the roles swapped: copying pq to pp would let ptxas fold the two
-	// into the same registers, written while P.V reads them, and serialize the products)
-	auto tile = [&](int t, unsigned (&pp)[BK / 16][4], unsigned (&pq)[BK / 16][4]) {
-		int st = t % NS, sp = (t - 1) % NS, j0 = t * BK;
+	// item i, this block's item it, the ring's tiles gt before it
+	auto run = [&](int i, int it, int gt, bool final) {
+		int q0, nt, hh, b;
+		item_of(i, q0, nt, hh, b);
+		int rlo = q0 + 64 * c, r0 = rlo + 16 * w + lane / 4;
 
-		mbar_wait(full0 + 8 * st, (t / NS) & 1);
+#pragma unroll
+		for (int k = 0; k < ND; k++)
+			o[k] = 0.0f;
+		m[0] = m[1] = -INFINITY;
+		l[0] = l[1] = 0.0f;
+		mbar_wait(qbar, it & 1);
+		mbar_wait(full0 + 8 * (gt % NS), (gt / NS) & 1);
 		turn_wait();
-		fwd_issue<T, HD, true>(s, sq + c * 64 * 128, sk0 + st * KBYTES, o, pp, sv0 + sp * KBYTES);
+		fwd_issue<T, HD, false>(s, sq + c * 64 * 128, sk0 + (gt % NS) * KBYTES, o, pa, 0);
 		turn_pass(false);
-		wgmma_wait<1>(); // S done, P.V may still run
+		wgmma_wait<0>();
 		wgmma_hold<BK / 2>(s);
-		if (j0 + BK - 1 > rlo || j0 + BK > g.T) // keys after some row of this warpgroup, or past the end
-			fwd_softmax<T, true>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
-		else
-			fwd_softmax<T, false>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+		fwd_softmax<T, true>(s, m, l, corr, pa, g.sl2, r0, 0, tc, g.T);
+		// tile t: P of tile t - 1 in pp, this tile's into pq (the loop runs two tiles an
+		// iteration with the roles swapped: copying pq to pp would let ptxas fold the two
+		// into the same registers, written while P.V reads them, and serialize the products)
+		auto tile = [&](int t, unsigned (&pp)[BK / 16][4], unsigned (&pq)[BK / 16][4]) {
+			int st = (gt + t) % NS, sp = (gt + t - 1) % NS, j0 = t * BK;
+
+			mbar_wait(full0 + 8 * st, ((gt + t) / NS) & 1);
+			turn_wait();
+			fwd_issue<T, HD, true>(s, sq + c * 64 * 128, sk0 + st * KBYTES, o, pp, sv0 + sp * KBYTES);
+			turn_pass(false);
+			wgmma_wait<1>(); // S done, P.V may still run
+			wgmma_hold<BK / 2>(s);
+			if (j0 + BK - 1 > rlo || j0 + BK > g.T) // keys after some row of this warpgroup, or past the end
+				fwd_softmax<T, true>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+			else
+				fwd_softmax<T, false>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+			wgmma_wait<0>();
+			wgmma_hold<ND>(o);
+			if (lane == 0)
+				mbar_arrive(empty0 + 8 * sp);
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++) {
+				o[4 * n] *= corr[0];
+				o[4 * n + 1] *= corr[0];
+				o[4 * n + 2] *= corr[1];
+				o[4 * n + 3] *= corr[1];
+			}
+		};
+		int t = 1;
+		for (; t + 1 < nt; t += 2) {
+			tile(t, pa, pn);
+			tile(t + 1, pn, pa);
+		}
+		uint32_t sl = (gt + nt - 1) % NS; // the last tile's stage
+		if (t < nt) {
+			tile(t, pa, pn);
+			turn_wait();
+			fwd_pv<T, HD>(o, pn, sv0 + sl * KBYTES);
+		} else {
+			turn_wait();
+			fwd_pv<T, HD>(o, pa, sv0 + sl * KBYTES);
+		}
+		turn_pass(final);
 		wgmma_wait<0>();
 		wgmma_hold<ND>(o);
-		if (lane == 0)
-			mbar_arrive(empty0 + 8 * sp);
-#pragma unroll
-		for (int n = 0; n < HD / 8; n++) {
-			o[4 * n] *= corr[0];
-			o[4 * n + 1] *= corr[0];
-			o[4 * n + 2] *= corr[1];
-			o[4 * n + 3] *= corr[1];
+		if (PERSIST && lane == 0) { // the last stage and the query tile are free for the next item
+			mbar_arrive(empty0 + 8 * sl);
+			mbar_arrive(qempty);
 		}
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int r = r0 + 8 * h;
+			float inv;
+			l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+			l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+			inv = 1.0f / l[h];
+			if (r >= g.T)
+				continue;
+			T *yr = y + ((int64_t)b * g.T + r) * g.np * HD + hh * HD;
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+				*(unsigned *)(yr + 8 * n + tc) = pack2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+			if (lane % 4 == 0)
+				lse[((int64_t)b * g.np + hh) * g.T + r] = (m[h] + log2f(l[h])) * (1.0f / LOG2E_F);
+		}
+		return nt;
 	};
-	int t = 1;
-	for (; t + 1 < nt; t += 2) {
-		tile(t, pa, pn);
-		tile(t + 1, pn, pa);
-	}
-	if (t < nt) {
-		tile(t, pa, pn);
-		turn_wait();
-		fwd_pv<T, HD>(o, pn, sv0 + ((nt - 1) % NS) * KBYTES);
+	if constexpr (PERSIST) {
+		int gt = 0, it = 0;
+		for (int i = blockIdx.x; i < nitems; i += gridDim.x, it++)
+			gt += run(i, it, gt, i + (int)gridDim.x >= nitems);
 	} else {
-		turn_wait();
-		fwd_pv<T, HD>(o, pa, sv0 + ((nt - 1) % NS) * KBYTES);
-	}
-	turn_pass(true);
-	wgmma_wait<0>();
-	wgmma_hold<ND>(o);
-#pragma unroll
-	for (int h = 0; h < 2; h++) {
-		int i = r0 + 8 * h;
-		float inv;
-		l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-		l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-		inv = 1.0f / l[h];
-		if (i >= g.T)
-			continue;
-		T *yr = y + ((int64_t)b * g.T + i) * g.np * HD + hh * HD;
-#pragma unroll
-		for (int n = 0; n < HD / 8; n++)
-			*(unsigned *)(yr + 8 * n + tc) = pack2<T>(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
-		if (lane % 4 == 0)
-			lse[((int64_t)b * g.np + hh) * g.T + i] = (m[h] + log2f(l[h])) * (1.0f / LOG2E_F);
+		run(blockIdx.x, 0, 0, true);
 	}
 #endif
 }
@@ -869,8 +915,15 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 
 	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
 		return -1;
+	static int nsm;
+	if (!nsm) {
+		int dev = 0;
+		if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+			nsm = 132;
+	}
+	int64_t items = (int64_t)((T_ + BQ - 1) / BQ) * np * B;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-	kern<<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g);
+	kern<<<(unsigned)(persist<HD>() && items > nsm ? nsm : items), THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g, B);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
 }
