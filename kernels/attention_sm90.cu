@@ -543,11 +543,6 @@ __device__ __forceinline__ int ld_acquire(const int *p)
 }
 #endif
 
-// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written / read),
-// 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s buffer s
-// read by the bulk reduction (the writer arrives, the consumers wait)
-constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_N = 256 + 32;
-
 template <typename T, int HD, int MODE>
 __global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
@@ -556,6 +551,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2, DQB = BM * HD * 4;
+	// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written /
+	// read), 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s
+	// buffer s read by the bulk reduction (the writer arrives, the consumers wait)
+	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_N = 256 + 32;
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, sds = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
