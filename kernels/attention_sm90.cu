@@ -1,21 +1,24 @@
-// attention_sm90.cu: the causal attention forward on Hopper's own instructions (sm_90a),
-// for bf16/fp16 at head sizes 64 and 128 (see attention.h; attention.cu dispatches here
-// when the device is compute capability 9.0 and the binary holds sm_90a code).
+// attention_sm90.cu: the causal attention forward and backward on Hopper's own
+// instructions (sm_90a), for bf16/fp16 at head sizes 64 and 128 (see attention.h;
+// attention.cu dispatches here when the device is compute capability 9.0 and the binary
+// holds sm_90a code). The backward is described where it starts, below.
 //
-// One block computes 128 query rows of one head in three warpgroups, producer and
-// consumers (warp specialization, as FlashAttention-3 describes it):
-// - the producer (warpgroup 0; one thread issues) loads the query tile once and streams
-//   key and value tiles of 128 rows through two shared-memory stages with TMA (bulk
-//   tensor copies: cp.async.bulk.tensor), each stage's arrival counted by an mbarrier
-//   ("full") and its release by the consumers by another ("empty");
+// Forward: a block computes 128 query rows of one head at a time (at head size 64 one
+// such item after another, see fa3_fwd) in three warpgroups, producer and consumers (warp
+// specialization, as FlashAttention-3 describes it):
+// - the producer (warpgroup 0; one thread issues) loads the query tile and streams key and
+//   value tiles of 128 rows through a ring of shared-memory stages with TMA (bulk tensor
+//   copies: cp.async.bulk.tensor), each stage's arrival counted by an mbarrier ("full")
+//   and its release by the consumers by another ("empty");
 // - each consumer warpgroup owns 64 query rows: S = Q K^T by wgmma with both operands in
 //   shared memory, the online softmax in registers (running max and sum, exp2 with the
 //   scale folded in, masks only on tiles that cross the diagonal or the end), then
 //   O += P V by wgmma with P taken straight from the score accumulators (an accumulator's
 //   per-warp layout is the A-operand layout of the next product) and V transposed from
 //   shared memory.
-// The producer gives registers back (setmaxnreg) so that the consumers hold their score
-// and output accumulators (64 + 64 floats at head size 128) without spilling.
+// The two consumers take turns to issue their products (ping-pong), and the producer
+// gives registers back (setmaxnreg) so that the consumers hold their score and output
+// accumulators (64 + 64 floats at head size 128) without spilling.
 //
 // Shared-memory tiles are in the 128-byte swizzled layout that TMA writes and wgmma reads:
 // rows of 64 elements (128 bytes), 16-byte chunk c of row r stored at chunk c ^ (r % 8),
