@@ -856,6 +856,13 @@ __global__ void dq_out(T *dqkv, const float4 *acc, int B, geo90 g, int nqt)
 		*(unsigned *)(p + 8 * (int64_t)g.row) = pack2<T>(v.z, v.w);
 }
 
+// whether the environment sets name to val (the switches that keep older kernels)
+bool env_is(const char *name, const char *val)
+{
+	const char *e = getenv(name);
+	return e && !strcmp(e, val);
+}
+
 // cuTensorMapEncodeTiled from the driver, found through the runtime (no -lcuda)
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 {
@@ -879,8 +886,8 @@ int usable(void)
 	static int dev_ok = -1;
 	if (dev_ok < 0) {
 		int dev = 0, major = 0, minor = 0;
-		const char *env = getenv("MT_ATTN_SM90"); // 0: the mma.sync kernels, for comparisons
-		dev_ok = !(env && !strcmp(env, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
+		// MT_ATTN_SM90=0: the mma.sync kernels, for comparisons
+		dev_ok = !env_is("MT_ATTN_SM90", "0") && cudaGetDevice(&dev) == cudaSuccess &&
 			 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
 			 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
 			 minor == 0 && strstr(MT_CUDA_ARCHS, "sm_90a") && encode_fn();
@@ -908,22 +915,12 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	int row = (np + 2 * ng) * HD;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t smem = fwd_smem<HD>();
-	static int pp = -1; // MT_ATTN_PINGPONG=0: the warpgroups issue as they come, for comparisons
-	if (pp < 0) {
-		const char *env = getenv("MT_ATTN_PINGPONG");
-		pp = !(env && !strcmp(env, "0"));
-	}
+	static const bool pp = !env_is("MT_ATTN_PINGPONG", "0"); // 0: the warpgroups issue as they come
 	auto kern = pp ? fa3_fwd<T, HD, true> : fa3_fwd<T, HD, false>;
 
 	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
 		return -1;
-	static int nsm;
-	if (!nsm) {
-		int dev = 0;
-		if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-			nsm = 132;
-	}
-	int64_t items = (int64_t)((T_ + BQ - 1) / BQ) * np * B;
+	int64_t items = (int64_t)((T_ + BQ - 1) / BQ) * np * B, nsm = sm_count();
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 	kern<<<(unsigned)(persist<HD>() && items > nsm ? nsm : items), THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g, B);
 	MT_LAUNCH_CHECK("attention");
@@ -1014,12 +1011,8 @@ extern "C" int64_t mt_attention_bwd_scratch_floats(enum mt_dtype dt, int B, int 
 extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
 				     const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
 {
-	static int off = -1, seven; // MT_ATTN_SM90_BWD=0: the mma.sync backward; MT_ATTN_BWD7=1: seven products
-	if (off < 0) {
-		const char *env = getenv("MT_ATTN_SM90_BWD"), *e7 = getenv("MT_ATTN_BWD7");
-		off = env && !strcmp(env, "0");
-		seven = e7 && !strcmp(e7, "1");
-	}
+	// MT_ATTN_SM90_BWD=0: the mma.sync backward; MT_ATTN_BWD7=1: seven products (comparisons)
+	static const bool off = env_is("MT_ATTN_SM90_BWD", "0"), seven = env_is("MT_ATTN_BWD7", "1");
 	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off ||
 	    (uintptr_t)qkv % 16 || (uintptr_t)dy % 16)
 		return 1;

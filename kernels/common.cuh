@@ -23,6 +23,18 @@
 // after a launch: the configuration error, if any
 #define MT_LAUNCH_CHECK(what) MT_CUDA_CHECK(cudaGetLastError())
 
+// the current device's multiprocessors, read once (1 if the runtime cannot say)
+inline int sm_count(void)
+{
+	static int n;
+	if (!n) {
+		int dev = 0;
+		if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+			n = 1;
+	}
+	return n;
+}
+
 #define MT_REQUIRE(cond, ...)                                                                      \
 	do {                                                                                       \
 		if (!(cond))                                                                       \

@@ -299,17 +299,6 @@ template <typename T, int NT> __global__ void __launch_bounds__(THREADS) dlin_k(
 
 // ---- host side ----
 
-static int n_sm(void)
-{
-	static int n;
-	if (!n) {
-		int dev = 0;
-		if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-			n = 1;
-	}
-	return n;
-}
-
 static int max_smem(void)
 {
 	static int m;
@@ -391,7 +380,7 @@ template <typename T, int NT> static int launch(const dl &d, size_t smem)
 		MT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, THREADS, smem));
 		occ_smem = smem;
 	}
-	grid = (occ > 0 ? occ : 1) * n_sm();
+	grid = (occ > 0 ? occ : 1) * sm_count();
 	if (grid > d.ngroups)
 		grid = d.ngroups;
 	MT_CUDA_CHECK(mt_launch(k, dim3((unsigned)grid), dim3(THREADS), smem, d));

@@ -43,12 +43,17 @@ PY
 	close lgpu.jsonl lcpu.jsonl 1e-4
 }
 
+# bits A.jsonl: each iteration's loss and gradient norm, every digit
+bits() {
+	python3 -c 'import json, sys; [print(repr(r["loss"]), repr(r["grad_norm"])) for r in map(json.loads, open(sys.argv[1]))]' "$1"
+}
+
 # bats test_tags=gpu
 @test "gpu: --deterministic bf16 runs repeat bit for bit (losses and gradient norms)" {
 	need_gpu
 	for r in 1 2; do
 		mt-train "${TINY[@]}" "${LLAMA[@]}" --train-iters 8 --device cuda --bf16 --deterministic --log-json r$r.jsonl -q
-		python3 -c 'import json, sys; [print(repr(r["loss"]), repr(r["grad_norm"])) for r in map(json.loads, open(sys.argv[1]))]' r$r.jsonl > r$r.txt
+		bits r$r.jsonl > r$r.txt
 	done
 	cmp r1.txt r2.txt
 	[ "$(wc -l < r1.txt)" -eq 8 ]
@@ -60,7 +65,7 @@ PY
 		for r in 1 2; do
 			mt-train "${TINY[@]}" "${X[@]}" "${W[@]}" --train-iters 6 --device cuda --bf16 --deterministic \
 				--log-json $m$r.jsonl -q
-			python3 -c 'import json, sys; [print(repr(r["loss"]), repr(r["grad_norm"])) for r in map(json.loads, open(sys.argv[1]))]' $m$r.jsonl > $m$r.txt
+			bits $m$r.jsonl > $m$r.txt
 		done
 		cmp ${m}1.txt ${m}2.txt
 		[ "$(wc -l < ${m}1.txt)" -eq 6 ]
