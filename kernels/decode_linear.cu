@@ -36,6 +36,7 @@ struct dl {
 	struct mt_dlin a;
 	int N, IN, O, f;          // f: SwiGLU's half of O
 	int MB, KS, ngroups, ldxs; // tiles a group, input ranges a tile, groups, shared row stride
+	int nsm;                   // the norm's weights read ahead into shared memory (16-byte aligned)
 };
 
 __device__ __forceinline__ int tile_row(const dl &d, int grp, int mt)
@@ -71,13 +72,13 @@ __device__ __forceinline__ void load_w(int4 (&wf)[U][SZ], const T *W, int r0, in
 		}
 }
 
-// the input rows (or the embedding) normalized into xs [8 NT][ldxs]; rows past N zero
-template <typename T, int NT> __device__ void prologue(const dl &d, T *xs)
+// the input rows (or the embedding) normalized into xs [8 NT][ldxs]; rows past N zero;
+// nw, nb: the norm's weights (in shared memory when read ahead)
+template <typename T, int NT> __device__ void prologue(const dl &d, T *xs, const T *nw, const T *nb)
 {
 	using V = vec16<T>;
 	const struct mt_dlin &a = d.a;
 	const int IN = d.IN, vpr = IN / V::N, lane = threadIdx.x & 31;
-	const T *nw = (const T *)a.norm_w, *nb = (const T *)a.norm_b;
 
 	for (int idx = threadIdx.x; idx < 8 * NT * vpr; idx += THREADS) {
 		int n = idx / vpr, i = (idx % vpr) * V::N;
@@ -134,16 +135,26 @@ template <int NC> __device__ __forceinline__ float tile_acc(const dl &d, const f
 	return s;
 }
 
-template <typename T, int NC> __device__ void epilogue(const dl &d, const float *red, int grp)
+// the bias of row rho of the group (rho < MB * 16): read ahead into bs for the block's
+// first group, else from global memory
+template <typename T> __device__ __forceinline__ float bias_of(const dl &d, const float *bs, int grp, int rho)
+{
+	if (!d.a.bias)
+		return 0.0f;
+	if (grp == (int)blockIdx.x)
+		return bs[rho];
+	return to_f(((const T *)d.a.bias)[tile_row(d, grp, rho / 16) + rho % 16]);
+}
+
+template <typename T, int NC> __device__ void epilogue(const dl &d, const float *red, const float *bs, int grp)
 {
 	const struct mt_dlin &a = d.a;
-	const T *bias = (const T *)a.bias;
 	const int R = a.epi == MT_DLIN_SWIGLU ? 16 : d.MB * 16;
 	T *out = (T *)a.out;
 
 	for (int idx = threadIdx.x; idx < R * d.N; idx += THREADS) {
 		int rho = idx % R, n = idx / R, o = tile_row(d, grp, rho / 16) + rho % 16;
-		float v = tile_acc<NC>(d, red, rho / 16, rho % 16, n) + (bias ? to_f(bias[o]) : 0.0f);
+		float v = tile_acc<NC>(d, red, rho / 16, rho % 16, n) + bias_of<T>(d, bs, grp, rho);
 		int64_t at = n * a.ldo + o;
 		switch (a.epi) {
 		case MT_DLIN_STORE:
@@ -159,8 +170,7 @@ template <typename T, int NC> __device__ void epilogue(const dl &d, const float 
 			((float *)a.out)[at] = v;
 			break;
 		case MT_DLIN_SWIGLU: {
-			int o2 = d.f + o;
-			float ga = rnd<T>(v), up = rnd<T>(tile_acc<NC>(d, red, 1, rho, n) + (bias ? to_f(bias[o2]) : 0.0f));
+			float ga = rnd<T>(v), up = rnd<T>(tile_acc<NC>(d, red, 1, rho, n) + bias_of<T>(d, bs, grp, 16 + rho));
 			out[at] = from_f<T>(ga / (1.0f + expf(-ga)) * up);
 			break;
 		}
@@ -171,8 +181,7 @@ template <typename T, int NC> __device__ void epilogue(const dl &d, const float 
 			v = rnd<T>(v);
 			if (a.cs && rk <= per) { // a query or key head: rotate the pair (i, i + hd/2)
 				int half = hd / 2, i = dd % half, lo = dd < half, rho2 = lo ? rho + half : rho - half;
-				int o2 = lo ? o + half : o - half;
-				float v2 = rnd<T>(tile_acc<NC>(d, red, rho2 / 16, rho2 % 16, n) + (bias ? to_f(bias[o2]) : 0.0f));
+				float v2 = rnd<T>(tile_acc<NC>(d, red, rho2 / 16, rho2 % 16, n) + bias_of<T>(d, bs, grp, rho2));
 				float c = a.cs[((int64_t)p * half + i) * 2], s = a.cs[((int64_t)p * half + i) * 2 + 1];
 				v = lo ? v * c - v2 * s : v * c + v2 * s;
 			}
@@ -185,16 +194,21 @@ template <typename T, int NC> __device__ void epilogue(const dl &d, const float 
 	}
 }
 
-template <typename T, int NT> __global__ void __launch_bounds__(THREADS) dlin_k(const dl d)
+// U: chunks of 32 inputs a warp keeps in flight; when a warp's whole range fits (every
+// layer of GPT-2 124M at U = 12 for 3072 inputs), the block's first group is loaded
+// whole before pdl_wait, and each later group's while the one before ends
+template <typename T, int NT, int U> __global__ void __launch_bounds__(THREADS) dlin_k(const dl d)
 {
+	using V = vec16<T>;
 	constexpr bool F32 = std::is_same<T, float>::value;
 	constexpr int E = 16 / sizeof(T);  // elements in 16 bytes
 	constexpr int SZ = 2 * (8 / E);    // 16-byte weight loads a chunk (two rows)
-	constexpr int U = F32 ? 2 : 4;     // chunks in flight
 	constexpr int NC = 8 * NT;         // input rows of the tile
 	extern __shared__ __align__(16) unsigned char sm[];
 	float *red = (float *)sm; // [WARPS][16][NC]
-	T *xs = (T *)(sm + (size_t)WARPS * 16 * NC * sizeof(float));
+	float *bs = red + WARPS * 16 * NC; // [MB * 16 <= 128]: the first group's bias
+	T *xs = (T *)(bs + 128);           // [8 NT][ldxs], then the norm's weights [IN] and bias [IN]
+	T *nws = xs + 8 * NT * d.ldxs, *nbs = nws + d.IN;
 	const struct mt_dlin &a = d.a;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 	const int mt = w / d.KS, ks = w % d.KS, nch = d.IN / 32;
@@ -202,20 +216,38 @@ template <typename T, int NT> __global__ void __launch_bounds__(THREADS) dlin_k(
 	const T *W = (const T *)a.W;
 	const T *X = a.norm_w ? xs : (const T *)a.x;
 	const int64_t ldx = a.norm_w ? d.ldxs : a.ldx;
-	int4 wf[U][SZ];
+	const bool whole = c1 - c0 <= U;
+	int4 wf[U][SZ], nwr = make_int4(0, 0, 0, 0), nbr = nwr;
+	float bpre = 0;
 	int grp = blockIdx.x;
+	bool have = grp < d.ngroups;
 
 	pdl_launch();
-	if (grp < d.ngroups)
+	// what reads nothing the kernels before write: the weights, the bias, the norm's weights
+	if (have) {
 		load_w<T, U, SZ>(wf, W, tile_row(d, grp, mt), d.IN, c0, c1, g, t);
+		if (a.bias && threadIdx.x < d.MB * 16)
+			bpre = to_f(((const T *)a.bias)[tile_row(d, grp, threadIdx.x / 16) + threadIdx.x % 16]);
+	}
+	if (d.nsm && threadIdx.x < d.IN / V::N) {
+		nwr = ((const int4 *)a.norm_w)[threadIdx.x];
+		if (a.norm_b)
+			nbr = ((const int4 *)a.norm_b)[threadIdx.x];
+	}
 	pdl_wait();
+	if (threadIdx.x < 128)
+		bs[threadIdx.x] = bpre;
+	if (d.nsm && threadIdx.x < d.IN / V::N) {
+		((int4 *)nws)[threadIdx.x] = nwr;
+		((int4 *)nbs)[threadIdx.x] = nbr;
+	}
 	if (a.norm_w) {
-		prologue<T, NT>(d, xs);
+		prologue<T, NT>(d, xs, d.nsm ? nws : (const T *)a.norm_w,
+				a.norm_b ? (d.nsm ? nbs : (const T *)a.norm_b) : (const T *)nullptr);
 		__syncthreads();
 	}
 	for (; grp < d.ngroups; grp += gridDim.x) {
 		const int r0 = tile_row(d, grp, mt);
-		bool have = grp == (int)blockIdx.x;
 		float c[NT][4], acc[F32 ? 2 : 1][F32 ? NC : 1];
 
 #pragma unroll
@@ -266,6 +298,10 @@ template <typename T, int NT> __global__ void __launch_bounds__(THREADS) dlin_k(
 				}
 			}
 		}
+		// the next group's weights, in flight while this one's sums meet and are written
+		have = whole && grp + (int)gridDim.x < d.ngroups;
+		if (have)
+			load_w<T, U, SZ>(wf, W, tile_row(d, grp + gridDim.x, mt), d.IN, c0, c1, g, t);
 		{
 			float *rw = red + (size_t)w * 16 * NC;
 			if constexpr (F32) {
@@ -292,7 +328,7 @@ template <typename T, int NT> __global__ void __launch_bounds__(THREADS) dlin_k(
 			}
 		}
 		__syncthreads();
-		epilogue<T, NC>(d, red, grp);
+		epilogue<T, NC>(d, red, bs, grp);
 		__syncthreads();
 	}
 }
@@ -321,10 +357,12 @@ static int ldxs_of(enum mt_dtype dt, int IN)
 	return (int)((b + (64 - b % 128 + 128) % 128) / es(dt));
 }
 
+// the warps' sums, the first group's bias, and with a norm the rows and its weights
 static size_t smem_of(enum mt_dtype dt, const struct mt_dlin *a, int N, int IN)
 {
 	int NT = (N + 7) / 8;
-	return (size_t)WARPS * 16 * 8 * NT * sizeof(float) + (a->norm_w ? (size_t)8 * NT * ldxs_of(dt, IN) * es(dt) : 0);
+	return (size_t)WARPS * 16 * 8 * NT * sizeof(float) + 128 * sizeof(float) +
+	       (a->norm_w ? ((size_t)8 * NT * ldxs_of(dt, IN) + 2 * (size_t)IN) * es(dt) : 0);
 }
 
 static int aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -365,11 +403,11 @@ extern "C" int mt_decode_linear_fits(enum mt_dtype dt, const struct mt_dlin *a, 
 	return 1;
 }
 
-template <typename T, int NT> static int launch(const dl &d, size_t smem)
+template <typename T, int NT, int U> static int launch(const dl &d, size_t smem)
 {
 	static size_t smem_set, occ_smem = (size_t)-1;
 	static int occ;
-	void (*k)(const dl) = dlin_k<T, NT>;
+	void (*k)(const dl) = dlin_k<T, NT, U>;
 	int grid;
 
 	if (smem > (48u << 10) && smem > smem_set) {
@@ -387,17 +425,17 @@ template <typename T, int NT> static int launch(const dl &d, size_t smem)
 	return 0;
 }
 
-template <typename T> static int launch_nt(const dl &d, size_t smem)
+template <typename T, int U> static int launch_nt(const dl &d, size_t smem)
 {
 	switch ((d.N + 7) / 8) {
 	case 1:
-		return launch<T, 1>(d, smem);
+		return launch<T, 1, U>(d, smem);
 	case 2:
-		return launch<T, 2>(d, smem);
+		return launch<T, 2, U>(d, smem);
 	case 3:
-		return launch<T, 3>(d, smem);
+		return launch<T, 3, U>(d, smem);
 	default:
-		return launch<T, 4>(d, smem);
+		return launch<T, 4, U>(d, smem);
 	}
 }
 
@@ -416,7 +454,13 @@ extern "C" int mt_decode_linear(enum mt_dtype dt, const struct mt_dlin *a, int N
 	d.KS = WARPS / d.MB;
 	d.ngroups = a->epi == MT_DLIN_SWIGLU ? d.f / 16 : O / (16 * d.MB);
 	d.ldxs = ldxs_of(dt, IN);
+	d.nsm = a->norm_w && aligned(a->norm_w) && (!a->norm_b || aligned(a->norm_b)) &&
+		(size_t)IN * es(dt) <= (size_t)THREADS * 16;
 	if (dt == MT_F32)
-		return launch_nt<float>(d, smem_of(dt, a, N, IN));
-	return launch_nt<__nv_bfloat16>(d, smem_of(dt, a, N, IN));
+		return launch_nt<float, 2>(d, smem_of(dt, a, N, IN));
+	// a warp's chunks: up to 4 in flight, or 12 (the weights of 3072 inputs whole: the
+	// 96 registers a thread this takes pay for themselves when they shorten the wait)
+	if ((IN / 32 + d.KS - 1) / d.KS > 4)
+		return launch_nt<__nv_bfloat16, 12>(d, smem_of(dt, a, N, IN));
+	return launch_nt<__nv_bfloat16, 4>(d, smem_of(dt, a, N, IN));
 }

@@ -165,6 +165,12 @@ struct mt_backend {
 	 * gradient sum, adamw_step the ZeRO parameter gather; a device backend then waits for
 	 * its work before it returns, so that the caller's clock measures it */
 	double *timers;
+	/* the caller's host work for its next pass (reading the next micro-batch), which a
+	 * device backend's step_micro calls once, after queuing the pass and before waiting
+	 * for its loss, so that it runs while the device computes (NULL: none; the CPU
+	 * backend computes as it goes and does not call it) */
+	void (*overlap)(void *ctx);
+	void *overlap_ctx;
 };
 
 /* grad_prepare's *nonfinite when fp16's dynamic loss scale overflowed: the step is

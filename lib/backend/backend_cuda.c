@@ -115,6 +115,11 @@ struct cu {
 	/* host */
 	int32_t *h_count, *h_u, *h_start, *h_pos, *h_hit, *h_tok, *h_tgt;
 	float *h_loss;
+	void (*overlap)(void *);       /* mt_backend's, for the pass being queued */
+	void *overlap_ctx;
+	void *h_pin;                   /* h_u, h_start, h_pos, h_tok, h_tgt, h_loss: page-locked
+					* (NULL: malloc'ed, when the driver gives none), so that
+					* their copies run in stream order behind the kernels */
 	float gclip;
 	int failed;
 	/* fp16 loss scaling */
@@ -125,6 +130,8 @@ struct cu {
 	cudaEvent_t *ev;
 	int *evcat;
 	double ptime[P_NCAT];
+	double pwall, plast;           /* the steps' time on the host's clock, from the second */
+	int psteps;
 	/* data parallelism (dp > 1) */
 	struct mt_dist *d;
 	int dp, me, zero;
@@ -397,8 +404,9 @@ static void cuda_free(struct mt_backend *b)
 		mt_nccl_close(s->nccl, 1);
 		ppx_close(s);
 		free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
-		free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
-		free(s->h_hit), free(s->h_tok), free(s->h_tgt);
+		free(s->h_count), free(s->h_hit);
+		if (!s->h_pin)
+			free(s->h_u); /* page-locked: left to the process's end (no CUDA call here) */
 		free(s);
 		b->state = NULL;
 		return;
@@ -409,6 +417,11 @@ static void cuda_free(struct mt_backend *b)
 			tot += s->ptime[i];
 		for (int i = 0; i < P_NCAT; i++)
 			mt_info("cuda profile: %-16s %9.1f ms %5.1f%%", pcat_name[i], s->ptime[i], tot > 0 ? 100 * s->ptime[i] / tot : 0);
+		/* what the kinds above leave out of the steps: the device idle between kernels
+		 * (the host's work between passes, waits, copies) and unprofiled calls */
+		if (s->psteps)
+			mt_info("cuda profile: %d steps, %.2f ms a step on the host's clock, %.2f in the kinds above, %.2f outside them",
+				s->psteps, 1e3 * s->pwall / s->psteps, tot / s->psteps, (1e3 * s->pwall - tot) / s->psteps);
 		for (int i = 0; i < PROF_MAX; i++)
 			cudaEventDestroy(s->ev[i]);
 		free(s->ev), free(s->evcat);
@@ -436,8 +449,11 @@ static void cuda_free(struct mt_backend *b)
 		free(s->ps[c]);
 	}
 	free(s->ps), free(s->nps), free(s->h_emb);
-	free(s->h_count), free(s->h_u), free(s->h_start), free(s->h_pos), free(s->h_loss);
-	free(s->h_hit), free(s->h_tok), free(s->h_tgt);
+	free(s->h_count), free(s->h_hit);
+	if (s->h_pin)
+		cudaFreeHost(s->h_pin);
+	else
+		free(s->h_u);
 	free(s->h_a), free(s->h_b), free(s->h_16), free(s->h_cmx), free(s->h_csum), free(s->h_d), free(s->h_partial);
 	free(s->chunk_norm);
 	free(s);
@@ -774,15 +790,23 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->nchunks = nchunks;
 	s->slots = calloc((size_t)(s->nslots ? s->nslots : 1), sizeof(*s->slots));
 	s->h_count = calloc((size_t)s->V + 1, sizeof(int32_t));
-	s->h_u = malloc((size_t)s->N * sizeof(int32_t));
-	s->h_start = malloc((size_t)(s->N + 1) * sizeof(int32_t));
-	s->h_pos = malloc((size_t)s->N * sizeof(int32_t));
-	s->h_loss = malloc((size_t)s->N * sizeof(float));
 	s->h_hit = malloc((size_t)s->N * sizeof(int32_t));
-	s->h_tok = malloc((size_t)s->N * sizeof(int32_t));
-	s->h_tgt = malloc((size_t)s->N * sizeof(int32_t));
-	if (!s->slots || !s->h_count || !s->h_u || !s->h_start || !s->h_pos || !s->h_loss || !s->h_hit || !s->h_tok ||
-	    !s->h_tgt)
+	{
+		size_t nn = (size_t)s->N, bytes = (6 * nn + 1) * sizeof(int32_t);
+		int32_t *p;
+		if (cudaMallocHost(&s->h_pin, bytes) != cudaSuccess) {
+			cudaGetLastError();
+			s->h_pin = NULL;
+			p = malloc(bytes);
+		} else {
+			p = s->h_pin;
+		}
+		if (p) {
+			s->h_u = p, s->h_start = p + nn, s->h_pos = p + 2 * nn + 1, s->h_tok = p + 3 * nn + 1;
+			s->h_tgt = p + 4 * nn + 1, s->h_loss = (float *)(p + 5 * nn + 1);
+		}
+	}
+	if (!s->slots || !s->h_count || !s->h_u || !s->h_hit)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	if (s->tpn > 1 || s->stage) {
 		/* host staging of the split points and of the activations a stage sends; the
@@ -1311,19 +1335,32 @@ static int ready(struct cu *s, int64_t lo)
 	return tp_grads_ready(s, lo) || grads_ready(s, lo) ? -1 : 0;
 }
 
-/* tokens (and, for a backward pass, their grouping by token for the embedding's
- * gradient) onto the device: s->tok, s->u_tok, s->u_start, s->u_pos; *nu unique tokens */
-static int tokens_in(struct cu *s, const int32_t *tokens, int backward, int64_t *nu)
+/* tokens and targets (targets may be NULL) onto the device, s->tok and s->tgt, through
+ * the page-locked h_tok and h_tgt: the copies queue behind the kernels before them, and
+ * the host goes on. Callers wait for the device (a loss read back) before the next call
+ * writes h_tok again. */
+static int tokens_in(struct cu *s, const int32_t *tokens, const int32_t *targets)
 {
-	RT(cudaMemcpy(s->tok, tokens, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
-	*nu = 0;
-	if (backward) {
-		/* before any kernel is queued: these copies wait for the device */
-		*nu = group_tokens(s, tokens);
-		RT(cudaMemcpy(s->u_tok, s->h_u, (size_t)*nu * sizeof(int32_t), cudaMemcpyHostToDevice));
-		RT(cudaMemcpy(s->u_start, s->h_start, (size_t)(*nu + 1) * sizeof(int32_t), cudaMemcpyHostToDevice));
-		RT(cudaMemcpy(s->u_pos, s->h_pos, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
+	size_t n = (size_t)s->N * sizeof(int32_t);
+
+	memcpy(s->h_tok, tokens, n);
+	RT(cudaMemcpyAsync(s->tok, s->h_tok, n, cudaMemcpyHostToDevice, 0));
+	if (targets) {
+		memcpy(s->h_tgt, targets, n);
+		RT(cudaMemcpyAsync(s->tgt, s->h_tgt, n, cudaMemcpyHostToDevice, 0));
 	}
+	return 0;
+}
+
+/* the tokens grouped by token for the embedding's gradient onto the device (s->u_tok,
+ * s->u_start, s->u_pos; *nu unique tokens): made on the host while the device runs the
+ * forward pass queued before, copied in stream order before the backward pass */
+static int groups_in(struct cu *s, const int32_t *tokens, int64_t *nu)
+{
+	*nu = group_tokens(s, tokens);
+	RT(cudaMemcpyAsync(s->u_tok, s->h_u, (size_t)*nu * sizeof(int32_t), cudaMemcpyHostToDevice, 0));
+	RT(cudaMemcpyAsync(s->u_start, s->h_start, (size_t)(*nu + 1) * sizeof(int32_t), cudaMemcpyHostToDevice, 0));
+	RT(cudaMemcpyAsync(s->u_pos, s->h_pos, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice, 0));
 	return 0;
 }
 
@@ -1467,15 +1504,14 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 	}
 	s->tp_last = backward == MT_BACKWARD_LAST;
 	s->tp_done = s->t->total;
-	if (tokens_in(s, tokens, backward, &nu))
-		return -1;
-	RT(cudaMemcpy(s->tgt, targets, (size_t)s->N * sizeof(int32_t), cudaMemcpyHostToDevice));
-	if (embed_fwd(s))
+	if (tokens_in(s, tokens, targets) || embed_fwd(s))
 		return -1;
 	for (int l = 0; l < s->L; l++)
 		if (layer_fwd(s, l, &s->slots[s->o.recompute_full ? 0 : l]))
 			return -1;
 	if (head(s, xL, backward, count, s->dln))
+		return -1;
+	if (backward && groups_in(s, tokens, &nu))
 		return -1;
 	if (s->timers) {
 		/* timed (--log-timers-to-tensorboard): the forward passes once done, the output
@@ -1506,6 +1542,9 @@ static int micro(struct cu *s, const int32_t *tokens, const int32_t *targets, in
 		if (embed_bwd(s, nu) || ready(s, 0))
 			return -1;
 	}
+	/* the caller's work for the next pass, while the device runs this one */
+	if (s->overlap)
+		s->overlap(s->overlap_ctx);
 	if (loss_out(s, count, loss)) /* after the passes on the compute stream */
 		return -1;
 	if (backward)
@@ -1581,6 +1620,8 @@ static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const
 	double loss = NAN;
 
 	s->timers = b->timers;
+	s->overlap = b->overlap;
+	s->overlap_ctx = b->overlap_ctx;
 	if (s->failed || micro(s, tokens, targets, backward, &loss))
 		return NAN;
 	prof_collect(s);
@@ -1955,7 +1996,13 @@ static int stage_fwd(struct cu *s, int chunk, int slot, const int32_t *tokens, c
 	bind(s, x, l0);
 	xL = row(s, x->res, (int64_t)x->nl * s->Nr, s->h);
 	if (first) {
-		if (tokens_in(s, tokens, grad, &x->nu) || embed_fwd(s))
+		/* the copies are waited for: h_tok and h_u are written again by the next
+		 * micro-batch's pass, which may come before this one's loss is read */
+		x->nu = 0;
+		if (tokens_in(s, tokens, NULL) || (grad && groups_in(s, tokens, &x->nu)))
+			return -1;
+		RT(cudaStreamSynchronize(0));
+		if (embed_fwd(s))
 			return -1;
 	} else if (pp_in(s, x->res, in)) {
 		return -1;
@@ -2276,6 +2323,14 @@ static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, 
 	prof_collect(s);
 	if (s->prof && o->step == 1)
 		memset(s->ptime, 0, sizeof(s->ptime));
+	if (s->prof) {
+		double t = mt_now();
+		if (o->step > 1) {
+			s->pwall += t - s->plast;
+			s->psteps++;
+		}
+		s->plast = t;
+	}
 	s->gclip = 1.0f;
 	return 0;
 }

@@ -68,6 +68,15 @@ struct trainer {
 	struct mt_plan plan;
 	int have_plan;
 	int32_t *buf, *tok, *tgt;
+	/* the next micro-batch, read while the device computes this one (the backend's
+	 * overlap hook): asked for (want) as split and first sample, then held (have) in
+	 * ptok/ptgt with what reading it gave (rc, perr) until fetch takes it */
+	struct {
+		int32_t *tok, *tgt;
+		int64_t first;
+		int split, want, have, rc;
+		struct mt_err err;
+	} pre;
 	int64_t consumed_train, consumed_valid, iteration;
 	FILE *json;
 	struct mt_tblog tb;             /* --tensorboard-dir (rank 0), open when have_tb */
@@ -153,7 +162,7 @@ static int gather_losses(struct trainer *tr, int64_t n, double *sum, double *cou
 }
 
 /* Fill tokens/targets of one micro-batch from samples [first, first + mbs) of a split. */
-static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *err)
+static int fetch_into(struct trainer *tr, int split, int64_t first, int32_t *tok, int32_t *tgt, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
 	int64_t L = a->cfg.seq_length, mbs = a->micro_batch_size;
@@ -169,14 +178,46 @@ static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *er
 		}
 		for (int64_t j = 0; j < L; j++) {
 			/* Megatron: the loss mask is 0 where the label is padding; pad ids become 0 */
-			tr->tok[b * L + j] = s[j] < 0 ? 0 : s[j];
-			tr->tgt[b * L + j] = s[j + 1];
+			tok[b * L + j] = s[j] < 0 ? 0 : s[j];
+			tgt[b * L + j] = s[j + 1];
 			if (s[j] >= a->cfg.vocab_size || s[j + 1] >= a->cfg.vocab_size)
 				return mt_err_set(err, MT_EXIT_DATA, "token id %d is not below the vocabulary size %lld",
 						  s[j] >= a->cfg.vocab_size ? s[j] : s[j + 1], (long long)a->cfg.vocab_size);
 		}
 	}
 	return 0;
+}
+
+/* micro-batch (split, first) into tr->tok and tr->tgt: the one read ahead when it is that
+ * one (its buffers swapped in), else read now */
+static int fetch(struct trainer *tr, int split, int64_t first, struct mt_err *err)
+{
+	if (tr->pre.have && tr->pre.split == split && tr->pre.first == first) {
+		int32_t *t = tr->tok, *g = tr->tgt;
+		tr->pre.have = 0;
+		if (tr->pre.rc) {
+			*err = tr->pre.err;
+			return -1;
+		}
+		tr->tok = tr->pre.tok, tr->tgt = tr->pre.tgt;
+		tr->pre.tok = t, tr->pre.tgt = g;
+		return 0;
+	}
+	tr->pre.have = 0;
+	return fetch_into(tr, split, first, tr->tok, tr->tgt, err);
+}
+
+/* the backend's overlap hook: the micro-batch asked for, read into the spare buffers (an
+ * error is kept for the fetch that takes it) */
+static void prefetch(void *ctx)
+{
+	struct trainer *tr = ctx;
+
+	if (!tr->pre.want)
+		return;
+	tr->pre.want = 0;
+	tr->pre.rc = fetch_into(tr, tr->pre.split, tr->pre.first, tr->pre.tok, tr->pre.tgt, &tr->pre.err);
+	tr->pre.have = 1;
 }
 
 /* The tied word embedding's gradient: the first stage's and the last stage's copy summed
@@ -1030,14 +1071,18 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 	tr.buf = malloc((size_t)(L + 1) * sizeof(int32_t));
 	tr.tok = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
 	tr.tgt = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
+	tr.pre.tok = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
+	tr.pre.tgt = malloc((size_t)(a->micro_batch_size * L) * sizeof(int32_t));
 	tr.lbuf = malloc((size_t)micro * 2 * sizeof(double));
-	if (!tr.w || !tr.m || !tr.v || !tr.buf || !tr.tok || !tr.tgt || !tr.lbuf) {
+	if (!tr.w || !tr.m || !tr.v || !tr.buf || !tr.tok || !tr.tgt || !tr.pre.tok || !tr.pre.tgt || !tr.lbuf) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory for %lld parameters", (long long)tr.t.total);
 		goto out;
 	}
 	tr.b.ops = a->device_cuda ? &mt_backend_cuda : &mt_backend_cpu;
 	tr.b.opt = a->backend;
 	tr.b.opt.quiet = a->quiet;
+	tr.b.overlap = prefetch;
+	tr.b.overlap_ctx = &tr;
 	/* a device backend reduces over the data-parallel group (the world without TP) */
 	tr.b.opt.dist = tr.dpd;
 	tr.b.opt.distributed_optimizer = a->distributed_optimizer;
@@ -1250,6 +1295,15 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			cnt = 0;
 			for (int64_t q = 0; q < a->micro_batch_size * L; q++)
 				cnt += tr.tgt[q] >= 0;
+			/* the next micro-batch is read while the device runs this one: this step's
+			 * next, or the next step's first at this step's batch size (a batch that
+			 * changes size, an evaluation in between: fetch reads anew) */
+			if (k + 1 < local || step < a->train_iters) {
+				tr.pre.split = MT_SPLIT_TRAIN;
+				tr.pre.first = k + 1 < local ? first_sample(&tr, tr.consumed_train, k + 1)
+							     : first_sample(&tr, tr.consumed_train + gbs, 0);
+				tr.pre.want = 1;
+			}
 			tr.lbuf[2 * k] = tr.b.ops->step_micro(&tr.b, tr.tok, tr.tgt, k == local - 1 ? MT_BACKWARD_LAST : 1) *
 					 (double)cnt;
 			tr.lbuf[2 * k + 1] = (double)cnt;
@@ -1447,7 +1501,7 @@ out:
 		tr.b.failed = rc != 0;
 		tr.b.ops->free(&tr.b);
 	}
-	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt), free(tr.lbuf);
+	free(tr.w), free(tr.m), free(tr.v), free(tr.buf), free(tr.tok), free(tr.tgt), free(tr.pre.tok), free(tr.pre.tgt), free(tr.lbuf);
 	mt_params_free(&tr.t);
 	if (tr.split)
 		mt_params_free(&tr.lt_own);

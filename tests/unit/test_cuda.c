@@ -363,16 +363,18 @@ static void ref_norm(double *y, const float *x, const float *nw, const float *nb
 }
 
 /* decode_linear.cu, every epilogue but QKV: N rows of IN inputs (norm 0: none, 1:
- * LayerNorm with bias, 2: RMSNorm), O outputs at a row stride ldo >= its width (the
- * columns past it must stay untouched), with or without bias */
+ * LayerNorm with bias, 2: RMSNorm, 3: LayerNorm whose weights are not 16-byte aligned,
+ * so not read ahead), O outputs at a row stride ldo >= its width (the columns past it
+ * must stay untouched), with or without bias */
 static void test_dlin(enum mt_dtype dt, int epi, int N, int IN, int O, int norm, int bias, int ldo)
 {
 	static const char *en[] = { "store", "residual", "gelu", "swiglu", "fp32 logits" };
 	int width = epi == MT_DLIN_SWIGLU ? O / 2 : O;
 	enum mt_dtype odt = epi == MT_DLIN_F32 ? MT_F32 : dt;
 	struct buf x = mk(dt, (int64_t)N * IN, 1.5), W = mk(dt, (int64_t)O * IN, 0.2), b = mk(dt, O, 0.5);
-	struct buf nw = mk(dt, IN, 1), nb = mk(dt, IN, 0.3);
+	struct buf nw = mk(dt, IN + 1, 1), nb = mk(dt, IN + 1, 0.3);
 	struct buf o = epi == MT_DLIN_RESID ? mk(dt, (int64_t)N * ldo, 2) : out(odt, (int64_t)N * ldo);
+	int off = norm == 3; /* the weights from element 1 */
 	float *o0 = malloc((size_t)N * ldo * 4), *got = malloc((size_t)N * width * 4);
 	double *xin = malloc((size_t)IN * 8), *ref = malloc((size_t)N * width * 8), *acc = malloc((size_t)O * 8);
 	struct mt_dlin a = { 0 };
@@ -383,8 +385,8 @@ static void test_dlin(enum mt_dtype dt, int epi, int N, int IN, int O, int norm,
 	a.x = x.d;
 	a.ldx = IN;
 	if (norm) {
-		a.norm_w = nw.d;
-		a.norm_b = norm == 1 ? nb.d : NULL;
+		a.norm_w = (char *)nw.d + off * esz(dt);
+		a.norm_b = norm != 2 ? (char *)nb.d + off * esz(dt) : NULL;
 		a.rms = norm == 2;
 		a.eps = 1e-5f;
 	}
@@ -394,12 +396,13 @@ static void test_dlin(enum mt_dtype dt, int epi, int N, int IN, int O, int norm,
 	a.out = o.d;
 	a.ldo = ldo;
 	snprintf(what, sizeof(what), "decode linear %s (%d rows, %d -> %d%s%s)", en[epi], N, IN, O,
-		 norm == 1 ? ", LayerNorm" : norm == 2 ? ", RMSNorm" : "", bias ? ", bias" : "");
+		 norm == 1 ? ", LayerNorm" : norm == 2 ? ", RMSNorm" : norm == 3 ? ", LayerNorm misaligned" : "",
+		 bias ? ", bias" : "");
 	ok(!mt_decode_linear(dt, &a, N, IN, O), "%s runs %s", what, mt_cuda_error());
 	fetch(&o);
 	for (int n = 0; n < N; n++) {
 		if (norm)
-			ref_norm(xin, x.h + (int64_t)n * IN, nw.h, norm == 1 ? nb.h : NULL, norm == 2, IN);
+			ref_norm(xin, x.h + (int64_t)n * IN, nw.h + off, norm != 2 ? nb.h + off : NULL, norm == 2, IN);
 		else
 			for (int i = 0; i < IN; i++)
 				xin[i] = x.h[(int64_t)n * IN + i];
@@ -1479,7 +1482,11 @@ int main(void)
 		test_dlin(dt, MT_DLIN_GELU, 5, 128, 64, 1, 1, 64);
 		test_dlin(dt, MT_DLIN_SWIGLU, 17, 64, 96, 2, 0, 48);
 		test_dlin(dt, MT_DLIN_F32, 9, 192, 336, 1, 0, 352);
-		test_dlin(dt, MT_DLIN_RESID, 3, 3072, 32, 0, 1, 32); /* long rows: several batches of chunks a warp */
+		test_dlin(dt, MT_DLIN_RESID, 3, 3072, 32, 0, 1, 32); /* bf16: a warp's 12 chunks in flight at once */
+		test_dlin(dt, MT_DLIN_RESID, 2, 4096, 32, 1, 1, 32); /* long rows: several batches of chunks a warp */
+		test_dlin(dt, MT_DLIN_GELU, 1, 768, 12800, 1, 1, 12800); /* later tiles' bias, not read ahead */
+		test_dlin(dt, MT_DLIN_SWIGLU, 1, 768, 256, 1, 1, 128); /* the gate's and the up rows' bias read ahead */
+		test_dlin(dt, MT_DLIN_GELU, 2, 768, 64, 3, 1, 64);
 		test_dlin(dt, MT_DLIN_F32, 2, 64, 12800, 1, 0, 12800); /* more tiles than blocks: each takes several */
 		/* fewer groups than SMs (GPT-2 124M's 768-wide layers) */
 		test_dlin(dt, MT_DLIN_RESID, 1, 768, 768, 0, 1, 768);
