@@ -138,24 +138,35 @@ __device__ __forceinline__ void pdl_wait()
 }
 
 // k<<<grid, block, smem, MT_STREAM>>>(args...), as a programmatic dependent launch when
-// mt_cuda_pdl() is on
+// mt_cuda_pdl() is on, in clusters of `cluster` blocks along x when above 1 (sm_90 on)
 template <typename... KArgs, typename... Args>
-static cudaError_t mt_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args)
+static cudaError_t mt_launch_cluster(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, unsigned cluster,
+				     Args... args)
 {
 	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[1];
+	cudaLaunchAttribute at[2];
 
 	cfg.gridDim = grid;
 	cfg.blockDim = block;
 	cfg.dynamicSmemBytes = smem;
 	cfg.stream = MT_STREAM;
+	cfg.attrs = at;
 	if (mt_cuda_pdl()) {
-		at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-		at[0].val.programmaticStreamSerializationAllowed = 1;
-		cfg.attrs = at;
-		cfg.numAttrs = 1;
+		at[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+	}
+	if (cluster > 1) {
+		at[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+		at[cfg.numAttrs].val.clusterDim.x = cluster;
+		at[cfg.numAttrs].val.clusterDim.y = 1;
+		at[cfg.numAttrs++].val.clusterDim.z = 1;
 	}
 	return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+}
+template <typename... KArgs, typename... Args>
+static cudaError_t mt_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args)
+{
+	return mt_launch_cluster(k, grid, block, smem, 1, args...);
 }
 
 // cp.async (sm_80 on): 16-byte (and 4-byte) copies global -> shared, completed by groups

@@ -20,13 +20,28 @@
 // normalizes them there (a warp a row, two passes in fp32, rounded to the type as the
 // norm kernel's output is) and reads its B fragments from there. The warps' partial sums
 // meet in shared memory, are added in warp order, and the epilogue writes each output
-// element once. With programmatic dependent launch the first chunks of weights are
-// loaded before waiting for the previous kernel.
+// element once. With programmatic dependent launch the first chunks of weights, the
+// first group's bias and the norm's weights (into shared memory) are loaded before
+// waiting for the previous kernel. On sm_90, a bf16 layer of few tiles and long rows
+// runs in clusters: CS blocks a tile, each taking 1/CS of every warp's inputs, the first
+// adding the others' sums through distributed shared memory (see cluster_of).
+//
+// Batch-1 tokens/s (GPT-2 124M bf16, H200, 8 x 1000 greedy tokens, kernels/bench/NOTES.md):
+// 2,740-2,760 before these three; 3,076-3,084 with them; 2,817-2,836 without clusters;
+// 2,898-2,910 with the norm's weights read after the wait. Read through a generic pointer
+// (shared or global chosen at run time) instead of the two loops below, the same norm
+// weights cost 4% where they were shared and 25% where global.
 #include "decode_linear.h"
 
 #include <type_traits>
 
 #include "common.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+#define DL_CLUSTERS 1
+#endif
 
 #define WARPS 8
 #define THREADS (32 * WARPS)
@@ -37,6 +52,7 @@ struct dl {
 	int N, IN, O, f;          // f: SwiGLU's half of O
 	int MB, KS, ngroups, ldxs; // tiles a group, input ranges a tile, groups, shared row stride
 	int nsm;                   // the norm's weights read ahead into shared memory (16-byte aligned)
+	int CS;                    // blocks a cluster, each taking 1/CS of every warp's inputs (sm_90)
 };
 
 __device__ __forceinline__ int tile_row(const dl &d, int grp, int mt)
@@ -72,13 +88,27 @@ __device__ __forceinline__ void load_w(int4 (&wf)[U][SZ], const T *W, int r0, in
 		}
 }
 
+// y = (x - mean) * rstd * w + b over a row in shared memory, w and b (b may be NULL) where
+// the caller has them: in shared memory (read ahead) or global
+template <typename T>
+__device__ __forceinline__ void norm_row(T *xr, int IN, int lane, float mean, float rstd, const T *w, const T *b)
+{
+	for (int i = lane; i < IN; i += 32) {
+		float y = (to_f(xr[i]) - mean) * rstd * to_f(w[i]);
+		if (b)
+			y += to_f(b[i]);
+		xr[i] = from_f<T>(y);
+	}
+}
+
 // the input rows (or the embedding) normalized into xs [8 NT][ldxs]; rows past N zero;
-// nw, nb: the norm's weights (in shared memory when read ahead)
-template <typename T, int NT> __device__ void prologue(const dl &d, T *xs, const T *nw, const T *nb)
+// nws, nbs: the norm's weights read ahead into shared memory (d.nsm), else read here
+template <typename T, int NT> __device__ void prologue(const dl &d, T *xs, const T *nws, const T *nbs)
 {
 	using V = vec16<T>;
 	const struct mt_dlin &a = d.a;
 	const int IN = d.IN, vpr = IN / V::N, lane = threadIdx.x & 31;
+	const T *nw = (const T *)a.norm_w, *nb = (const T *)a.norm_b;
 
 	for (int idx = threadIdx.x; idx < 8 * NT * vpr; idx += THREADS) {
 		int n = idx / vpr, i = (idx % vpr) * V::N;
@@ -118,21 +148,44 @@ template <typename T, int NT> __device__ void prologue(const dl &d, T *xs, const
 		}
 		var = warp_sum(var) / (float)IN;
 		rstd = rsqrtf(var + a.eps);
-		for (int i = lane; i < IN; i += 32) {
-			float y = (to_f(xr[i]) - mean) * rstd * to_f(nw[i]);
-			if (nb)
-				y += to_f(nb[i]);
-			xr[i] = from_f<T>(y);
-		}
+		if (d.nsm)
+			norm_row(xr, IN, lane, mean, rstd, nws, nb ? nbs : (const T *)nullptr);
+		else
+			norm_row(xr, IN, lane, mean, rstd, nw, nb);
 	}
 }
 
+// the warps' partial sums of row rr of tile mt for input row n, in input order: with
+// clusters, every block's (read through distributed shared memory) in rank order
 template <int NC> __device__ __forceinline__ float tile_acc(const dl &d, const float *red, int mt, int rr, int n)
 {
 	float s = 0;
+#ifdef DL_CLUSTERS
+	if (d.CS > 1) {
+		cg::cluster_group cl = cg::this_cluster();
+		for (int r = 0; r < d.CS; r++) {
+			const float *rd = cl.map_shared_rank(const_cast<float *>(red), r);
+			for (int ks = 0; ks < d.KS; ks++)
+				s += rd[((mt * d.KS + ks) * 16 + rr) * NC + n];
+		}
+		return s;
+	}
+#endif
 	for (int ks = 0; ks < d.KS; ks++)
 		s += red[((mt * d.KS + ks) * 16 + rr) * NC + n];
 	return s;
+}
+
+// all threads of the block, or of the cluster
+__device__ __forceinline__ void dl_sync(const dl &d)
+{
+#ifdef DL_CLUSTERS
+	if (d.CS > 1) {
+		cg::this_cluster().sync();
+		return;
+	}
+#endif
+	__syncthreads();
 }
 
 // the bias of row rho of the group (rho < MB * 16): read ahead into bs for the block's
@@ -141,7 +194,7 @@ template <typename T> __device__ __forceinline__ float bias_of(const dl &d, cons
 {
 	if (!d.a.bias)
 		return 0.0f;
-	if (grp == (int)blockIdx.x)
+	if (grp == (int)blockIdx.x / d.CS)
 		return bs[rho];
 	return to_f(((const T *)d.a.bias)[tile_row(d, grp, rho / 16) + rho % 16]);
 }
@@ -194,9 +247,9 @@ template <typename T, int NC> __device__ void epilogue(const dl &d, const float 
 	}
 }
 
-// U: chunks of 32 inputs a warp keeps in flight; when a warp's whole range fits (every
-// layer of GPT-2 124M at U = 12 for 3072 inputs), the block's first group is loaded
-// whole before pdl_wait, and each later group's while the one before ends
+// U: chunks of 32 inputs a warp keeps in flight, the block's first U loaded before
+// pdl_wait (loading a block's next group while the last one's sums meet lost 2% of batch-1
+// tokens/s: H200, GPT-2 124M)
 template <typename T, int NT, int U> __global__ void __launch_bounds__(THREADS) dlin_k(const dl d)
 {
 	using V = vec16<T>;
@@ -211,15 +264,14 @@ template <typename T, int NT, int U> __global__ void __launch_bounds__(THREADS) 
 	T *nws = xs + 8 * NT * d.ldxs, *nbs = nws + d.IN;
 	const struct mt_dlin &a = d.a;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	const int mt = w / d.KS, ks = w % d.KS, nch = d.IN / 32;
-	const int c0 = ks * nch / d.KS, c1 = (ks + 1) * nch / d.KS;
+	const int mt = w / d.KS, rank = blockIdx.x % d.CS, ks = rank * d.KS + w % d.KS, nch = d.IN / 32;
+	const int c0 = ks * nch / (d.KS * d.CS), c1 = (ks + 1) * nch / (d.KS * d.CS), gstride = gridDim.x / d.CS;
 	const T *W = (const T *)a.W;
 	const T *X = a.norm_w ? xs : (const T *)a.x;
 	const int64_t ldx = a.norm_w ? d.ldxs : a.ldx;
-	const bool whole = c1 - c0 <= U;
 	int4 wf[U][SZ], nwr = make_int4(0, 0, 0, 0), nbr = nwr;
 	float bpre = 0;
-	int grp = blockIdx.x;
+	int grp = blockIdx.x / d.CS;
 	bool have = grp < d.ngroups;
 
 	pdl_launch();
@@ -242,11 +294,10 @@ template <typename T, int NT, int U> __global__ void __launch_bounds__(THREADS) 
 		((int4 *)nbs)[threadIdx.x] = nbr;
 	}
 	if (a.norm_w) {
-		prologue<T, NT>(d, xs, d.nsm ? nws : (const T *)a.norm_w,
-				a.norm_b ? (d.nsm ? nbs : (const T *)a.norm_b) : (const T *)nullptr);
+		prologue<T, NT>(d, xs, nws, nbs);
 		__syncthreads();
 	}
-	for (; grp < d.ngroups; grp += gridDim.x) {
+	for (; grp < d.ngroups; grp += gstride) {
 		const int r0 = tile_row(d, grp, mt);
 		float c[NT][4], acc[F32 ? 2 : 1][F32 ? NC : 1];
 
@@ -298,10 +349,6 @@ template <typename T, int NT, int U> __global__ void __launch_bounds__(THREADS) 
 				}
 			}
 		}
-		// the next group's weights, in flight while this one's sums meet and are written
-		have = whole && grp + (int)gridDim.x < d.ngroups;
-		if (have)
-			load_w<T, U, SZ>(wf, W, tile_row(d, grp + gridDim.x, mt), d.IN, c0, c1, g, t);
 		{
 			float *rw = red + (size_t)w * 16 * NC;
 			if constexpr (F32) {
@@ -327,9 +374,12 @@ template <typename T, int NT, int U> __global__ void __launch_bounds__(THREADS) 
 				}
 			}
 		}
-		__syncthreads();
-		epilogue<T, NC>(d, red, bs, grp);
-		__syncthreads();
+		// with clusters the first block of each writes the tile, its sums read from all,
+		// which stay until it has
+		dl_sync(d);
+		if (rank == 0)
+			epilogue<T, NC>(d, red, bs, grp);
+		dl_sync(d);
 	}
 }
 
@@ -403,12 +453,21 @@ extern "C" int mt_decode_linear_fits(enum mt_dtype dt, const struct mt_dlin *a, 
 	return 1;
 }
 
-template <typename T, int NT, int U> static int launch(const dl &d, size_t smem)
+template <typename T, int NT, int U> static int launch(dl d, size_t smem)
 {
 	static size_t smem_set, occ_smem = (size_t)-1;
-	static int occ;
+	static int occ, arch;
 	void (*k)(const dl) = dlin_k<T, NT, U>;
 	int grid;
+
+	if (!arch) {
+		// the code that runs was built for sm_90 on (not JIT-compiled from older PTX)
+		cudaFuncAttributes fa;
+		MT_CUDA_CHECK(cudaFuncGetAttributes(&fa, k));
+		arch = fa.binaryVersion;
+	}
+	if (arch < 90)
+		d.CS = 1;
 
 	if (smem > (48u << 10) && smem > smem_set) {
 		MT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -418,11 +477,42 @@ template <typename T, int NT, int U> static int launch(const dl &d, size_t smem)
 		MT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, THREADS, smem));
 		occ_smem = smem;
 	}
-	grid = (occ > 0 ? occ : 1) * sm_count();
+	grid = (occ > 0 ? occ : 1) * sm_count() / d.CS;
 	if (grid > d.ngroups)
 		grid = d.ngroups;
-	MT_CUDA_CHECK(mt_launch(k, dim3((unsigned)grid), dim3(THREADS), smem, d));
+	MT_CUDA_CHECK(mt_launch_cluster(k, dim3((unsigned)(grid * d.CS)), dim3(THREADS), smem, (unsigned)d.CS, d));
 	return 0;
+}
+
+// Blocks a cluster: a layer of fewer tiles than the GPU has multiprocessors (GPT-2's
+// 768 outputs: 48) would stream all its weights through that many of them, each at what
+// one multiprocessor's loads in flight allow; clusters of CS blocks split every tile's
+// inputs so that about every multiprocessor streams, and the first block of each adds
+// the others' sums through distributed shared memory (sm_90 on, bf16; at most 4, and at
+// least 4 chunks of 32 inputs a warp). Only for long rows (8 chunks a warp or more
+// without clusters): at GPT-2's 768 -> 768, 1 chunk a warp, the cluster's two barriers
+// cost more than the loads they spread (ncu, H200: 6.6 against 5.2 us), at 3072 -> 768
+// they gain (7.7 against 9.0 us). MT_DECODE_CLUSTER=n sets it (1: none), for comparing.
+static int cluster_of(enum mt_dtype dt, int ngroups, int KS, int nch)
+{
+	static int cc = -1, env = -1;
+	int cs;
+
+	if (cc < 0) {
+		int dev = 0, major = 0;
+		const char *e = getenv("MT_DECODE_CLUSTER");
+		cc = cudaGetDevice(&dev) == cudaSuccess &&
+		     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess ? major : 0;
+		env = e && *e ? atoi(e) : 0;
+	}
+	if (cc < 9 || dt != MT_BF16 || (env <= 0 && nch < 8 * KS))
+		return 1;
+	cs = env > 0 ? env : (sm_count() + ngroups - 1) / ngroups;
+	if (cs > 4)
+		cs = 4;
+	while (cs > 1 && 4 * KS * cs > nch)
+		cs--;
+	return cs < 1 ? 1 : cs;
 }
 
 template <typename T, int U> static int launch_nt(const dl &d, size_t smem)
@@ -456,11 +546,10 @@ extern "C" int mt_decode_linear(enum mt_dtype dt, const struct mt_dlin *a, int N
 	d.ldxs = ldxs_of(dt, IN);
 	d.nsm = a->norm_w && aligned(a->norm_w) && (!a->norm_b || aligned(a->norm_b)) &&
 		(size_t)IN * es(dt) <= (size_t)THREADS * 16;
+	d.CS = cluster_of(dt, d.ngroups, d.KS, IN / 32);
+	// a warp's chunks in flight: 4 (12, a 3072-input row's whole, lost: at 170 registers
+	// a thread the blocks could no longer wait beside the kernel before)
 	if (dt == MT_F32)
 		return launch_nt<float, 2>(d, smem_of(dt, a, N, IN));
-	// a warp's chunks: up to 4 in flight, or 12 (the weights of 3072 inputs whole: the
-	// 96 registers a thread this takes pay for themselves when they shorten the wait)
-	if ((IN / 32 + d.KS - 1) / d.KS > 4)
-		return launch_nt<__nv_bfloat16, 12>(d, smem_of(dt, a, N, IN));
 	return launch_nt<__nv_bfloat16, 4>(d, smem_of(dt, a, N, IN));
 }

@@ -1482,11 +1482,14 @@ int main(void)
 		test_dlin(dt, MT_DLIN_GELU, 5, 128, 64, 1, 1, 64);
 		test_dlin(dt, MT_DLIN_SWIGLU, 17, 64, 96, 2, 0, 48);
 		test_dlin(dt, MT_DLIN_F32, 9, 192, 336, 1, 0, 352);
-		test_dlin(dt, MT_DLIN_RESID, 3, 3072, 32, 0, 1, 32); /* bf16: a warp's 12 chunks in flight at once */
-		test_dlin(dt, MT_DLIN_RESID, 2, 4096, 32, 1, 1, 32); /* long rows: several batches of chunks a warp */
+		test_dlin(dt, MT_DLIN_RESID, 3, 3072, 32, 0, 1, 32); /* long rows: several batches of chunks a warp
+									 * (bf16 on sm_90: clusters of three) */
+		test_dlin(dt, MT_DLIN_RESID, 2, 4096, 32, 1, 1, 32); /* bf16 on sm_90: clusters of four */
+		test_dlin(dt, MT_DLIN_RESID, 2, 1536, 32, 1, 1, 32); /* bf16: two batches of chunks a warp */
 		test_dlin(dt, MT_DLIN_GELU, 1, 768, 12800, 1, 1, 12800); /* later tiles' bias, not read ahead */
 		test_dlin(dt, MT_DLIN_SWIGLU, 1, 768, 256, 1, 1, 128); /* the gate's and the up rows' bias read ahead */
 		test_dlin(dt, MT_DLIN_GELU, 2, 768, 64, 3, 1, 64);
+		test_dlin(dt, MT_DLIN_SWIGLU, 3, 2048, 64, 2, 1, 32); /* bf16 on sm_90: clusters of two-tile groups */
 		test_dlin(dt, MT_DLIN_F32, 2, 64, 12800, 1, 0, 12800); /* more tiles than blocks: each takes several */
 		/* fewer groups than SMs (GPT-2 124M's 768-wide layers) */
 		test_dlin(dt, MT_DLIN_RESID, 1, 768, 768, 0, 1, 768);
