@@ -69,8 +69,8 @@ struct trainer {
 	int have_plan;
 	int32_t *buf, *tok, *tgt;
 	/* the next micro-batch, read while the device computes this one (the backend's
-	 * overlap hook): asked for (want) as split and first sample, then held (have) in
-	 * ptok/ptgt with what reading it gave (rc, perr) until fetch takes it */
+	 * overlap hook): asked for (want) by split and first sample, then held (have) in
+	 * pre.tok and pre.tgt, with what reading it gave (rc, err), until fetch takes it */
 	struct {
 		int32_t *tok, *tgt;
 		int64_t first;
@@ -1296,8 +1296,8 @@ int mt_train_run(const struct mt_train_args *a, struct mt_train_result *r, struc
 			for (int64_t q = 0; q < a->micro_batch_size * L; q++)
 				cnt += tr.tgt[q] >= 0;
 			/* the next micro-batch is read while the device runs this one: this step's
-			 * next, or the next step's first at this step's batch size (a batch that
-			 * changes size, an evaluation in between: fetch reads anew) */
+			 * next, or the next step's first (after an evaluation in between, which
+			 * fetches other samples, fetch reads it anew) */
 			if (k + 1 < local || step < a->train_iters) {
 				tr.pre.split = MT_SPLIT_TRAIN;
 				tr.pre.first = k + 1 < local ? first_sample(&tr, tr.consumed_train, k + 1)
