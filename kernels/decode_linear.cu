@@ -547,8 +547,9 @@ extern "C" int mt_decode_linear(enum mt_dtype dt, const struct mt_dlin *a, int N
 	d.nsm = a->norm_w && aligned(a->norm_w) && (!a->norm_b || aligned(a->norm_b)) &&
 		(size_t)IN * es(dt) <= (size_t)THREADS * 16;
 	d.CS = cluster_of(dt, d.ngroups, d.KS, IN / 32);
-	// a warp's chunks in flight: 4 (12, a 3072-input row's whole, lost: at 170 registers
-	// a thread the blocks could no longer wait beside the kernel before)
+	// a warp's chunks in flight: 4 (12, a 3072-input row's whole, measured slower; at 170
+	// registers a thread, probably because fewer blocks could wait beside the kernel
+	// before)
 	if (dt == MT_F32)
 		return launch_nt<float, 2>(d, smem_of(dt, a, N, IN));
 	return launch_nt<__nv_bfloat16, 4>(d, smem_of(dt, a, N, IN));
