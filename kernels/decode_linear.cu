@@ -247,15 +247,18 @@ template <typename T, int NC> __device__ void epilogue(const dl &d, const float 
 	}
 }
 
-// U: chunks of 32 inputs a warp keeps in flight, the block's first U loaded before
-// pdl_wait (loading a block's next group while the last one's sums meet lost 2% of batch-1
-// tokens/s: H200, GPT-2 124M)
-template <typename T, int NT, int U> __global__ void __launch_bounds__(THREADS) dlin_k(const dl d)
+// The block's first U chunks loaded before pdl_wait (loading a block's next group while
+// the last one's sums meet lost 2% of batch-1 tokens/s: H200, GPT-2 124M)
+template <typename T, int NT> __global__ void __launch_bounds__(THREADS) dlin_k(const dl d)
 {
 	using V = vec16<T>;
 	constexpr bool F32 = std::is_same<T, float>::value;
 	constexpr int E = 16 / sizeof(T);  // elements in 16 bytes
 	constexpr int SZ = 2 * (8 / E);    // 16-byte weight loads a chunk (two rows)
+	// chunks of 32 inputs a warp keeps in flight (bf16: 12, a 3072-input row's whole,
+	// measured slower; at 170 registers a thread, probably because fewer blocks could wait
+	// beside the kernel before)
+	constexpr int U = F32 ? 2 : 4;
 	constexpr int NC = 8 * NT;         // input rows of the tile
 	extern __shared__ __align__(16) unsigned char sm[];
 	float *red = (float *)sm; // [WARPS][16][NC]
@@ -453,15 +456,16 @@ extern "C" int mt_decode_linear_fits(enum mt_dtype dt, const struct mt_dlin *a, 
 	return 1;
 }
 
-template <typename T, int NT, int U> static int launch(dl d, size_t smem)
+template <typename T, int NT> static int launch(dl d, size_t smem)
 {
 	static size_t smem_set, occ_smem = (size_t)-1;
 	static int occ, arch;
-	void (*k)(const dl) = dlin_k<T, NT, U>;
+	void (*k)(const dl) = dlin_k<T, NT>;
 	int grid;
 
 	if (!arch) {
-		// the code that runs was built for sm_90 on (not JIT-compiled from older PTX)
+		// clusters where the code that runs was built for sm_90 on (so on such a GPU,
+		// and not JIT-compiled from older PTX)
 		cudaFuncAttributes fa;
 		MT_CUDA_CHECK(cudaFuncGetAttributes(&fa, k));
 		arch = fa.binaryVersion;
@@ -493,19 +497,17 @@ template <typename T, int NT, int U> static int launch(dl d, size_t smem)
 // without clusters): at GPT-2's 768 -> 768, 1 chunk a warp, the cluster's two barriers
 // cost more than the loads they spread (ncu, H200: 6.6 against 5.2 us), at 3072 -> 768
 // they gain (7.7 against 9.0 us). MT_DECODE_CLUSTER=n sets it (1: none), for comparing.
+// launch() keeps 1 where the kernel's code is older than sm_90.
 static int cluster_of(enum mt_dtype dt, int ngroups, int KS, int nch)
 {
-	static int cc = -1, env = -1;
+	static int env = -1;
 	int cs;
 
-	if (cc < 0) {
-		int dev = 0, major = 0;
+	if (env < 0) {
 		const char *e = getenv("MT_DECODE_CLUSTER");
-		cc = cudaGetDevice(&dev) == cudaSuccess &&
-		     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess ? major : 0;
 		env = e && *e ? atoi(e) : 0;
 	}
-	if (cc < 9 || dt != MT_BF16 || (env <= 0 && nch < 8 * KS))
+	if (dt != MT_BF16 || (env <= 0 && nch < 8 * KS))
 		return 1;
 	cs = env > 0 ? env : (sm_count() + ngroups - 1) / ngroups;
 	if (cs > 4)
@@ -515,17 +517,17 @@ static int cluster_of(enum mt_dtype dt, int ngroups, int KS, int nch)
 	return cs < 1 ? 1 : cs;
 }
 
-template <typename T, int U> static int launch_nt(const dl &d, size_t smem)
+template <typename T> static int launch_nt(const dl &d, size_t smem)
 {
 	switch ((d.N + 7) / 8) {
 	case 1:
-		return launch<T, 1, U>(d, smem);
+		return launch<T, 1>(d, smem);
 	case 2:
-		return launch<T, 2, U>(d, smem);
+		return launch<T, 2>(d, smem);
 	case 3:
-		return launch<T, 3, U>(d, smem);
+		return launch<T, 3>(d, smem);
 	default:
-		return launch<T, 4, U>(d, smem);
+		return launch<T, 4>(d, smem);
 	}
 }
 
@@ -547,10 +549,7 @@ extern "C" int mt_decode_linear(enum mt_dtype dt, const struct mt_dlin *a, int N
 	d.nsm = a->norm_w && aligned(a->norm_w) && (!a->norm_b || aligned(a->norm_b)) &&
 		(size_t)IN * es(dt) <= (size_t)THREADS * 16;
 	d.CS = cluster_of(dt, d.ngroups, d.KS, IN / 32);
-	// a warp's chunks in flight: 4 (12, a 3072-input row's whole, measured slower; at 170
-	// registers a thread, probably because fewer blocks could wait beside the kernel
-	// before)
 	if (dt == MT_F32)
-		return launch_nt<float, 2>(d, smem_of(dt, a, N, IN));
-	return launch_nt<__nv_bfloat16, 4>(d, smem_of(dt, a, N, IN));
+		return launch_nt<float>(d, smem_of(dt, a, N, IN));
+	return launch_nt<__nv_bfloat16>(d, smem_of(dt, a, N, IN));
 }
