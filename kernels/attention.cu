@@ -12,6 +12,7 @@
 // their gradients sum the group's heads in order, so there are no atomics and every run
 // gives the same bits. fp32 accumulation throughout.
 #include "attention.h"
+#include "norm.h"
 
 #include "common.cuh"
 
@@ -878,12 +879,17 @@ extern "C" int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const voi
 }
 
 extern "C" int mt_attention_bwd(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
-				const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
+				const void *qkv, int B, int T_, int np, int ng, int hd, float *dbias, float *scratch)
 {
 	int rc;
 
 	MT_REQUIRE(B > 0 && T_ > 0 && ng > 0 && np % ng == 0 && B < 65536 && np < 65536, "attention: bad shape");
-	if (mt_attention_tensor_cores && (rc = mt_attention_bwd_sm90(dt, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch)) <= 0)
+	if (mt_attention_tensor_cores &&
+	    (rc = mt_attention_bwd_sm90(dt, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, dbias, scratch)) <= 0)
 		return rc;
-	return MT_DISPATCH(dt, attn_bwd, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch, mt_attention_tensor_cores);
+	if ((rc = MT_DISPATCH(dt, attn_bwd, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch, mt_attention_tensor_cores)) ||
+	    !dbias)
+		return rc;
+	/* the scratch is free again once the kernels above are done (stream order) */
+	return mt_bias_grad(dt, dbias, dqkv, (int64_t)B * T_, (int64_t)(np + 2 * ng) * hd, scratch);
 }

@@ -31,11 +31,14 @@
 #include "attention.h"
 
 #include "common.cuh"
+#include "norm.h"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <type_traits>
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "wgmma.cuh"
@@ -444,20 +447,31 @@ template <typename T, int HD> __host__ __device__ constexpr size_t dq_smem()
 	return 2 * (size_t)BQ * HD * 2 + 2 * 2 * (size_t)BM * HD * 2 + 64 + 1024;
 }
 
-template <typename T>
-__global__ void bwd_dsum(float *D, const T *dy, const T *y, int rows, int np, int T_, int hd)
+// D[b][h][t] = the dot product of a (row, head)'s output gradient and output: HD / 8
+// threads an item, 16 bytes of each a thread, summed across them by shuffles
+template <typename T, int HD>
+__global__ void bwd_dsum(float *D, const T *dy, const T *y, int rows, int np, int T_)
 {
-	int wid = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-	if (wid >= rows * np)
-		return;
-	int i = wid / np, h = wid % np; // i = b * T + t
-	const T *a = dy + (int64_t)i * np * hd + h * hd, *o = y + (int64_t)i * np * hd + h * hd;
+	constexpr int TPR = HD / 8;
+	int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, item = k / TPR;
+	int part = (int)(k % TPR);
 	float sum = 0.0f;
-	for (int e = lane; e < hd; e += 32)
-		sum += to_f(a[e]) * to_f(o[e]);
-	sum = warp_sum(sum);
-	if (lane == 0)
+	if (item < (int64_t)rows * np) {
+		int64_t off = item * HD + part * 8; // (row i, head h) at (i * np + h) * HD
+		float a[8], o[8];
+		vec16<T>::load(a, dy + off);
+		vec16<T>::load(o, y + off);
+#pragma unroll
+		for (int e = 0; e < 8; e++)
+			sum += a[e] * o[e];
+	}
+#pragma unroll
+	for (int o = TPR / 2; o; o /= 2)
+		sum += __shfl_xor_sync(0xffffffffu, sum, o);
+	if (item < (int64_t)rows * np && part == 0) {
+		int i = (int)(item / np), h = (int)(item % np);
 		D[((int64_t)(i / T_) * np + h) * T_ + i % T_] = sum;
+	}
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -536,6 +550,15 @@ __device__ __forceinline__ void bulk_add(float *dst, uint32_t src, unsigned byte
 		     "r"(src), "r"(bytes)
 		     : "memory");
 }
+// dst[0, bytes) = src[0, bytes): the first key block's tile, so that the accumulator needs no
+// zeroing beforehand
+__device__ __forceinline__ void bulk_store(float *dst, uint32_t src, unsigned bytes)
+{
+	asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+		     "cp.async.bulk.commit_group;\n" ::"l"(dst),
+		     "r"(src), "r"(bytes)
+		     : "memory");
+}
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ __forceinline__ int ld_acquire(const int *p)
@@ -550,14 +573,15 @@ template <typename T, int HD, int MODE>
 __global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g, float *dqacc,
-		    int *turn)
+		    int *turn, float *pk)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2, DQB = BM * HD * 4;
 	// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written /
 	// read), 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s
-	// buffer s read by the bulk reduction (the writer arrives, the consumers wait)
-	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_N = 256 + 32;
+	// buffer s read by the bulk reduction (the writer arrives, the consumers wait), 8 the
+	// bias gradients' sums (both consumer warpgroups)
+	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_BIAS = 8, NB_N = 256 + 32;
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, sds = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
@@ -590,9 +614,14 @@ __global__ void __launch_bounds__(THREADS, 1)
 				}
 			}
 		} else if (MODE && threadIdx.x / 32 == 1) {
-			// the dQ writer: each tile's fp32 dQ added to the accumulator from its buffer
+			// the dQ writer: each tile's fp32 dQ to the accumulator from its buffer. The
+			// first key block to get there stores its tile (the accumulator is never
+			// zeroed), and the others add theirs once that store is complete: MODE 1 draws
+			// tickets (turn[at]) and flags the store (turn[ntq + at]); MODE 2's turns
+			// make the last key block the first
+			int64_t ntq = (int64_t)gridDim.z * g.np * nqt;
 			for (int t = 0; t < ntile; t++) {
-				int s = t & 1, qt = qt0 + t % (nqt - qt0), hh = grp * per + t / (nqt - qt0);
+				int s = t & 1, qt = qt0 + t % (nqt - qt0), hh = grp * per + t / (nqt - qt0), first = 0;
 				int64_t at = ((int64_t)b * g.np + hh) * nqt + qt;
 				nbar_sync(NB_FULL + s, NB_N);
 				if (threadIdx.x % 32 == 0) {
@@ -600,18 +629,25 @@ __global__ void __launch_bounds__(THREADS, 1)
 						int want = min(qt * BM / BK, (int)gridDim.x - 1) - kb;
 						while (ld_acquire(turn + at) != want)
 							;
-						asm volatile("fence.proxy.async.global;\n" ::: "memory");
+						first = want == 0;
+					} else if (!(first = atomicAdd(turn + at, 1) == 0)) {
+						while (!ld_acquire(turn + ntq + at))
+							;
 					}
-					bulk_add(dqacc + at * (BM * HD), sdq + s * DQB, DQB);
+					asm volatile("fence.proxy.async.global;\n" ::: "memory");
+					if (first)
+						bulk_store(dqacc + at * (BM * HD), sdq + s * DQB, DQB);
+					else
+						bulk_add(dqacc + at * (BM * HD), sdq + s * DQB, DQB);
 					bulk_wait_read();
 				}
 				__syncwarp();
 				if (t + 2 < ntile)
 					nbar_arrive(NB_FREE + s, NB_N);
-				if (MODE == 2 && threadIdx.x % 32 == 0) { // done: the next key block's turn
+				if (threadIdx.x % 32 == 0 && (MODE == 2 || first)) { // done: the next writers' turn
 					bulk_wait();
 					asm volatile("fence.proxy.async.global;\n"
-						     "red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(turn + at)
+						     "red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(turn + (MODE == 2 ? at : ntq + at))
 						     : "memory");
 				}
 			}
@@ -700,14 +736,20 @@ __global__ void __launch_bounds__(THREADS, 1)
 				mbar_arrive(empty0 + 8 * s);
 			wgmma_wait<0>();
 			wgmma_hold<32>(dq);
-			// to the buffer in the accumulator's own order: float4 n of thread i of
-			// consumer c at (c * 8 + n) * 128 + i (dq_out reads it so)
+			// to the buffer as the accumulator holds it: the tile's rows of HD floats,
+			// 16-byte chunk k of row r at chunk k ^ (r % 8) (two wavefronts a store, the
+			// fewest for 256 bytes; dq_out reads whole rows)
 			if (t >= 2)
 				nbar_sync(NB_FREE + s, NB_N);
-			float4 *d4 = (float4 *)(smraw + (sdq + s * DQB - smem_u32(smraw))) + c * 8 * 128 + threadIdx.x % 128;
+			float *db = (float *)(smraw + (sdq + s * DQB - smem_u32(smraw)));
 #pragma unroll
 			for (int n = 0; n < 8; n++)
-				d4[n * 128] = make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					int r = (HD == 64 ? 64 * c : 0) + 16 * w + lane / 4 + 8 * h, col = 8 * n + tc + (HD == 64 ? 0 : 64 * c);
+					*(float2 *)(db + r * HD + (((col / 4) ^ (r & 7)) * 4) + col % 4) =
+						make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+				}
 			fence_async_smem();
 			nbar_arrive(NB_FULL + s, NB_N);
 		} else {
@@ -716,6 +758,46 @@ __global__ void __launch_bounds__(THREADS, 1)
 			wgmma_hold<ND>(dk);
 			if (lane == 0)
 				mbar_arrive(empty0 + 8 * s);
+		}
+	}
+	if (pk) {
+		// the key and value bias gradients' share of this block: its columns summed over
+		// its keys (rows past the sequence hold zeros), in a fixed order: the thread's two
+		// rows, the warp's eight row groups, then the eight warps through shared memory
+		// (the query and output-gradient ring, free once both consumers are past it)
+		constexpr int NC = HD / 4;
+		float cs[2 * NC];
+#pragma unroll
+		for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				cs[2 * n + u] = dk[4 * n + u] + dk[4 * n + 2 + u];
+				cs[NC + 2 * n + u] = dv[4 * n + u] + dv[4 * n + 2 + u];
+			}
+#pragma unroll
+		for (int i = 0; i < 2 * NC; i++) {
+			cs[i] += __shfl_xor_sync(0xffffffffu, cs[i], 4);
+			cs[i] += __shfl_xor_sync(0xffffffffu, cs[i], 8);
+			cs[i] += __shfl_xor_sync(0xffffffffu, cs[i], 16);
+		}
+		float *red = (float *)(smraw + (sq0 - smem_u32(smraw))); // [8 warps][2 HD]
+		nbar_sync(NB_BIAS, 256);
+		if (lane < 4)
+#pragma unroll
+			for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+				for (int u = 0; u < 2; u++) {
+					red[(c * 4 + w) * 2 * HD + 8 * n + tc + u] = cs[2 * n + u];
+					red[(c * 4 + w) * 2 * HD + HD + 8 * n + tc + u] = cs[NC + 2 * n + u];
+				}
+		nbar_sync(NB_BIAS, 256);
+		int e = threadIdx.x - 128;
+		if (e < 2 * HD) {
+			float sum = 0.0f;
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				sum += red[k * 2 * HD + e];
+			pk[(((int64_t)b * gridDim.y + grp) * gridDim.x + kb) * 2 * HD + e] = sum;
 		}
 	}
 #pragma unroll
@@ -834,26 +916,79 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
-// dQ from the five-product kernel's accumulator (tiles of bm<HD>() queries, each in the
-// order its writer left it): one float4 a thread, two pairs of adjacent columns, rows r
-// and r + 8
+// dQ from the five-product kernel's accumulator (tiles of bm<HD>() queries x HD columns,
+// rows swizzled by 16-byte chunks as the writer left them): a block a tile, a thread 8
+// columns of a row (two float4 in, 16 bytes out), four rows each. With pq, the tile's
+// column sums too (the query bias gradients' share; fp32 before rounding, rows past the
+// sequence left out): the thread's rows, then its column's threads in order.
 template <typename T, int HD>
-__global__ void dq_out(T *dqkv, const float4 *acc, int B, geo90 g, int nqt)
+__global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *pq, geo90 g, int nqt)
 {
-	constexpr int BM = bm<HD>(), PER = BM * HD / 4;
-	int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (k >= (int64_t)B * g.np * nqt * PER)
-		return;
-	int64_t tile = k / PER;
-	int e = (int)(k % PER), i = e % 128, c = e / 128 / 8, n = e / 128 % 8, lane = i % 32;
+	constexpr int BM = bm<HD>(), CP = HD / 8, RP = 256 / CP, NP = BM / RP;
+	__shared__ float red[256][9];
+	int64_t tile = blockIdx.x;
 	int qt = (int)(tile % nqt), hh = (int)(tile / nqt % g.np), b = (int)(tile / nqt / g.np);
-	int r = qt * BM + 16 * (i / 32) + lane / 4 + (HD == 64 ? 64 * c : 0), col = 8 * n + 2 * (lane % 4) + (HD == 64 ? 0 : 64 * c);
-	float4 v = acc[k];
-	T *p = dqkv + ((int64_t)b * g.T + r) * g.row + ((hh / g.per) * (g.per + 2) + hh % g.per) * HD + col;
-	if (r < g.T)
-		*(unsigned *)p = pack2<T>(v.x, v.y);
-	if (r + 8 < g.T)
-		*(unsigned *)(p + 8 * (int64_t)g.row) = pack2<T>(v.z, v.w);
+	int j = threadIdx.x % CP, r0 = threadIdx.x / CP;
+	const float *ta = acc + tile * (BM * HD);
+	T *base = dqkv + (int64_t)b * g.T * g.row + ((hh / g.per) * (g.per + 2) + hh % g.per) * HD + 8 * j;
+	float cs[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+#pragma unroll
+	for (int p = 0; p < NP; p++) {
+		int r = r0 + p * RP, q = qt * BM + r;
+		if (q >= g.T)
+			break;
+		float4 a = *(const float4 *)(ta + r * HD + (((2 * j) ^ (r & 7)) * 4));
+		float4 c = *(const float4 *)(ta + r * HD + (((2 * j + 1) ^ (r & 7)) * 4));
+		uint4 o;
+		o.x = pack2<T>(a.x, a.y), o.y = pack2<T>(a.z, a.w), o.z = pack2<T>(c.x, c.y), o.w = pack2<T>(c.z, c.w);
+		*(uint4 *)(base + (int64_t)q * g.row) = o;
+		cs[0] += a.x, cs[1] += a.y, cs[2] += a.z, cs[3] += a.w;
+		cs[4] += c.x, cs[5] += c.y, cs[6] += c.z, cs[7] += c.w;
+	}
+	if (!pq)
+		return;
+#pragma unroll
+	for (int k = 0; k < 8; k++)
+		red[threadIdx.x][k] = cs[k];
+	__syncthreads();
+	if (threadIdx.x < HD) {
+		int e = threadIdx.x;
+		float sum = 0.0f;
+		for (int i = 0; i < RP; i++)
+			sum += red[i * CP + e / 8][e % 8];
+		pq[tile * HD + e] = sum;
+	}
+}
+
+// dbias[c] += the column sums of the partial rows: a query column's from dq_out's tiles
+// (pq[B][np][nqt][HD]), a key or value column's from the key blocks (pk[B][ng][nkb][2 HD]);
+// a block takes 32 columns, its 32 row lanes every 32nd partial each, then the lanes in
+// order
+__global__ void __launch_bounds__(1024) qkv_bias_sum(float *dbias, const float *pq, const float *pk, int B, geo90 g,
+						     int nqt, int nkb, int hd)
+{
+	__shared__ float sh[32][33];
+	int c = blockIdx.x * 32 + threadIdx.x, ty = threadIdx.y, ng = g.np / g.per;
+	int grp = c / ((g.per + 2) * hd), slot = c / hd % (g.per + 2), e = c % hd;
+	float t = 0.0f;
+	if (c < ng * (g.per + 2) * hd) {
+		if (slot < g.per) {
+			const float *p = pq + ((int64_t)grp * g.per + slot) * nqt * hd + e;
+			for (int i = ty; i < B * nqt; i += 32)
+				t += p[((int64_t)(i / nqt) * g.np * nqt + i % nqt) * hd];
+		} else {
+			const float *p = pk + (int64_t)grp * nkb * 2 * hd + (slot - g.per) * hd + e;
+			for (int i = ty; i < B * nkb; i += 32)
+				t += p[((int64_t)(i / nkb) * ng * nkb + i % nkb) * 2 * hd];
+		}
+	}
+	sh[ty][threadIdx.x] = t;
+	__syncthreads();
+	if (ty == 0 && c < ng * (g.per + 2) * hd) {
+		for (int k = 1; k < 32; k++)
+			t += sh[k][threadIdx.x];
+		dbias[c] += t;
+	}
 }
 
 // whether the environment sets name to val (the switches that keep older kernels)
@@ -927,37 +1062,58 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	return 0;
 }
 
-// the scratch's floats after D (B * np * T, rounded up to 16 bytes) hold the five-product
-// backward's dQ accumulator and its turn counters
+// the scratch: D (B * np * T floats, rounded up to 16 bytes), then the five-product
+// backward's dQ accumulator (B np tp hd floats, tp = T rounded up to 128), its counters
+// (two a query tile: 2 B np tp/64 ints), and the bias gradients' partial sums of the key
+// blocks (B ng tp/128 2 hd) and of the query tiles (B np tp/64 hd)
 int64_t d_floats(int B, int T_, int np) { return ((int64_t)B * np * T_ + 3) / 4 * 4; }
+struct scr90 {
+	float *acc;
+	int *cnt;
+	float *pk, *pq;
+	int64_t floats; // all of it, D included
+};
+scr90 scr_at(float *D, int B, int T_, int np, int ng, int hd)
+{
+	int64_t tp = (T_ + 127) / 128 * 128, o[5];
+	o[0] = d_floats(B, T_, np);
+	o[1] = o[0] + (int64_t)B * np * tp * hd;
+	o[2] = o[1] + 2 * (int64_t)B * np * (tp / 64);
+	o[3] = o[2] + (int64_t)B * ng * (tp / 128) * 2 * hd;
+	o[4] = o[3] + (int64_t)B * np * (tp / 64) * hd;
+	scr90 r = { NULL, NULL, NULL, NULL, o[4] };
+	if (D)
+		r.acc = D + o[0], r.cnt = (int *)(D + o[1]), r.pk = D + o[2], r.pq = D + o[3];
+	return r;
+}
 
 template <typename T, int HD, int MODE>
 int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
-	  int T_, int np, int ng, float *D)
+	  int T_, int np, int ng, float *dbias, float *D)
 {
 	CUtensorMap qm, q128, om, o128; // boxes of bm<HD>() and 128 rows
 	constexpr int BM = bm<HD>();
-	int row = (np + 2 * ng) * HD, rows = B * T_, nqt = (T_ + BM - 1) / BM;
+	int row = (np + 2 * ng) * HD, rows = B * T_, nqt = (T_ + BM - 1) / BM, nkb = (T_ + BK - 1) / BK;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t s1 = dkv_smem<HD, MODE>(), s2 = dq_smem<T, HD>();
-	int64_t nacc = (int64_t)B * np * nqt * BM * HD;
-	float *acc = D + d_floats(B, T_, np);
-	int *turn = (int *)(acc + nacc);
+	scr90 sc = scr_at(D, B, T_, np, ng, HD);
+	bool fuse = dbias && MODE != 0; // the seven-product kernels leave the bias to mt_bias_grad
 
 	if (mkmap(&qm, dty, qkv, row, T_, B, bm<HD>()) || mkmap(&q128, dty, qkv, row, T_, B, BK) ||
 	    mkmap(&om, dty, dy, np * HD, T_, B, bm<HD>()) || mkmap(&o128, dty, dy, np * HD, T_, B, BQ))
 		return -1;
-	if (MODE)
-		MT_CUDA_CHECK(cudaMemsetAsync(acc, 0, (size_t)nacc * 4 + (MODE == 2 ? (size_t)B * np * nqt * 4 : 0), MT_STREAM));
-	bwd_dsum<T><<<(unsigned)(((int64_t)rows * np * 32 + 255) / 256), 256, 0, MT_STREAM>>>(D, (const T *)dy, (const T *)y,
-											       rows, np, T_, HD);
+	if (MODE) // the counters (the accumulator itself is stored before it is added to)
+		MT_CUDA_CHECK(cudaMemsetAsync(sc.cnt, 0, (size_t)2 * B * np * nqt * sizeof(int), MT_STREAM));
+	bwd_dsum<T, HD><<<(unsigned)(((int64_t)rows * np * (HD / 8) + 255) / 256), 256, 0, MT_STREAM>>>(
+		D, (const T *)dy, (const T *)y, rows, np, T_);
 	MT_LAUNCH_CHECK("attention");
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
-	fa3_bwd_dkv<T, HD, MODE><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
-		(T *)dqkv, lse, D, qm, q128, om, g, acc, turn);
+	fa3_bwd_dkv<T, HD, MODE><<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
+		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL);
 	MT_LAUNCH_CHECK("attention");
 	if constexpr (MODE != 0) {
-		dq_out<T, HD><<<(unsigned)((nacc / 4 + 255) / 256), 256, 0, MT_STREAM>>>((T *)dqkv, (const float4 *)acc, B, g, nqt);
+		dq_out<T, HD><<<(unsigned)((int64_t)B * np * nqt), 256, 0, MT_STREAM>>>((T *)dqkv, sc.acc, fuse ? sc.pq : NULL, g,
+											nqt);
 		MT_LAUNCH_CHECK("attention");
 	} else {
 		MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
@@ -965,16 +1121,22 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 			(T *)dqkv, lse, D, q128, qm, o128, g);
 		MT_LAUNCH_CHECK("attention");
 	}
+	if (fuse) {
+		qkv_bias_sum<<<(unsigned)((row + 31) / 32), dim3(32, 32), 0, MT_STREAM>>>(dbias, sc.pq, sc.pk, B, g, nqt, nkb, HD);
+		MT_LAUNCH_CHECK("attention");
+	} else if (dbias) { // D and the rest are free again by now (stream order)
+		return mt_bias_grad(std::is_same<T, __half>::value ? MT_F16 : MT_BF16, dbias, dqkv, rows, row, D);
+	}
 	return 0;
 }
 
 template <typename T, int HD>
 int bwd90_mode(int mode, CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
-	       int B, int T_, int np, int ng, float *D)
+	       int B, int T_, int np, int ng, float *dbias, float *D)
 {
-	return mode == 0   ? bwd90<T, HD, 0>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, D)
-	       : mode == 1 ? bwd90<T, HD, 1>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, D)
-			   : bwd90<T, HD, 2>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, D);
+	return mode == 0   ? bwd90<T, HD, 0>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D)
+	       : mode == 1 ? bwd90<T, HD, 1>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D)
+			   : bwd90<T, HD, 2>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D);
 }
 
 } // namespace
@@ -996,33 +1158,34 @@ extern "C" int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, cons
 	return hd == 64 ? fwd90<__half, 64>(d, y, lse, qkv, B, T_, np, ng) : fwd90<__half, 128>(d, y, lse, qkv, B, T_, np, ng);
 }
 
-// the scratch mt_attention_bwd needs, in floats: D, and where the sm_90a backward may run
-// its dQ accumulator (B * np * T * hd, T rounded up to 128) and turn counters
-extern "C" int64_t mt_attention_bwd_scratch_floats(enum mt_dtype dt, int B, int T_, int np, int hd)
+// the scratch mt_attention_bwd needs, in floats: D, and where the sm_90a backward may run,
+// its accumulator, counters and partial sums (scr_at); with a bias gradient, at least what
+// mt_bias_grad needs over a row of the QKV buffer (it runs after the attention's kernels)
+extern "C" int64_t mt_attention_bwd_scratch_floats(enum mt_dtype dt, int B, int T_, int np, int ng, int hd, int bias)
 {
-	int64_t n = d_floats(B, T_, np), tp = (T_ + 127) / 128 * 128;
+	int64_t n = d_floats(B, T_, np), nb = bias ? mt_norm_scratch_floats(0, (int64_t)(np + 2 * ng) * hd) : 0;
 	if ((dt == MT_BF16 || dt == MT_F16) && (hd == 64 || hd == 128) && usable())
-		n += (int64_t)B * np * tp * hd + (int64_t)B * np * (tp / 64);
-	return n;
+		n = scr_at(NULL, B, T_, np, ng, hd).floats;
+	return n > nb ? n : nb;
 }
 
 // 0 when the sm_90a backward ran, 1 when it does not apply, -1 on a CUDA error; scratch:
 // mt_attention_bwd_scratch_floats
 extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
-				     const void *qkv, int B, int T_, int np, int ng, int hd, float *scratch)
+				     const void *qkv, int B, int T_, int np, int ng, int hd, float *dbias, float *scratch)
 {
 	// MT_ATTN_SM90_BWD=0: the mma.sync backward; MT_ATTN_BWD7=1: seven products (comparisons)
 	static const bool off = env_is("MT_ATTN_SM90_BWD", "0"), seven = env_is("MT_ATTN_BWD7", "1");
 	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off ||
-	    (uintptr_t)qkv % 16 || (uintptr_t)dy % 16)
+	    (uintptr_t)qkv % 16 || (uintptr_t)dy % 16 || (uintptr_t)dqkv % 16)
 		return 1;
 	int mode = seven ? 0 : mt_attention_deterministic ? 2 : 1;
 	if (dt == MT_BF16) {
 		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-		return hd == 64 ? bwd90_mode<__nv_bfloat16, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
-				: bwd90_mode<__nv_bfloat16, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
+		return hd == 64 ? bwd90_mode<__nv_bfloat16, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch)
+				: bwd90_mode<__nv_bfloat16, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch);
 	}
 	CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-	return hd == 64 ? bwd90_mode<__half, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch)
-			: bwd90_mode<__half, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, scratch);
+	return hd == 64 ? bwd90_mode<__half, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch)
+			: bwd90_mode<__half, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch);
 }

@@ -249,6 +249,13 @@ static float *gp(struct cu *s, int layer, enum mt_param_kind k)
 	return p ? s->g + p->offset : NULL;
 }
 
+/* whether the attention's backward adds the QKV bias gradient (a bias, and no rotation of
+ * the queries and keys after the attention's gradient) */
+static int qkv_bias_fused(const struct cu *s)
+{
+	return s->c->add_bias_linear && s->c->position_embedding_type != MT_POS_ROPE;
+}
+
 static void *row(struct cu *s, void *base, int64_t r, int64_t width)
 {
 	return (char *)base + (size_t)(r * width) * s->es;
@@ -365,7 +372,8 @@ static size_t plan_acts(struct cu *s, char *base)
 	s->logits = take(&k, (size_t)s->chunk_rows * (size_t)s->V * es);
 	s->rowloss = take(&k, N * sizeof(float));
 	s->scratch = take(&k, (size_t)mt_norm_scratch_floats(s->h, wide) * sizeof(float));
-	s->dsum = take(&k, (size_t)mt_attention_bwd_scratch_floats(s->dt, (int)s->B, (int)s->T, (int)s->np, (int)s->hd) *
+	s->dsum = take(&k, (size_t)mt_attention_bwd_scratch_floats(s->dt, (int)s->B, (int)s->T, (int)s->np, (int)s->ng,
+								   (int)s->hd, qkv_bias_fused(s)) *
 				   sizeof(float));
 	s->rope_cs = take(&k, (size_t)s->T * (size_t)s->hd * sizeof(float));
 	s->tok = take(&k, N * sizeof(int32_t));
@@ -1214,8 +1222,11 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	else
 		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
+	/* the QKV bias gradient comes with the attention's backward where no rotation follows
+	 * (the sm_90a kernels sum it as they go) */
+	gb = qkv_bias_fused(s) ? gp(s, l, MT_P_QKV_B) : NULL;
 	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
-			   (int)s->ng, (int)s->hd, s->dsum));
+			   (int)s->ng, (int)s->hd, gb, s->dsum));
 	if (c->position_embedding_type == MT_POS_ROPE)
 		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
 	if (dsave) {
@@ -1225,7 +1236,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 			return -1;
 		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, in, s->N, s->h, s->qkv));
 	}
-	if ((gb = gp(s, l, MT_P_QKV_B)))
+	if (!qkv_bias_fused(s) && (gb = gp(s, l, MT_P_QKV_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
 	if (tp && tp_reduce(s, s->dln, s->part, s->h))

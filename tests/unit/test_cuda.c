@@ -727,17 +727,20 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 {
 	int64_t row = (np + 2 * ng) * hd, N = (int64_t)B * T, q = (int64_t)np * hd;
 	struct buf qkv = mk(dt, N * row, 1.5), y = out(dt, N * q), lse = out(MT_F32, N * np), dy = mk(dt, N * q, 1);
-	struct buf dqkv = out(dt, N * row);
+	struct buf dqkv = out(dt, N * row), db = mk(MT_F32, row, 1); /* the bias gradient adds to what is there */
 	double *ry = calloc((size_t)(N * q), 8), *rd = calloc((size_t)(N * row), 8), *p = malloc((size_t)T * 8);
+	double *rb = malloc((size_t)row * 8);
 	double sc = 1 / sqrt((double)hd);
 	float *scr;
 	char what[96];
 
-	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, hd) * 4);
+	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, ng, hd, 1) * 4);
 	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs: %s", mt_cuda_error());
 	fetch(&y);
-	ok(!mt_attention_bwd(dt, dqkv.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs");
-	fetch(&dqkv);
+	ok(!mt_attention_bwd(dt, dqkv.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, db.d, scr), "attention bwd runs");
+	for (int64_t c = 0; c < row; c++)
+		rb[c] = db.h[c];
+	fetch(&dqkv), fetch(&db);
 	for (int b = 0; b < B; b++)
 		for (int hh = 0; hh < np; hh++) {
 			int g = hh / (np / ng);
@@ -781,9 +784,17 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d%s", B, T, np, ng, hd,
 		 mt_attention_deterministic ? " (fixed order)" : "");
 	CHECK(dqkv.h, rd, N * row, dt, what);
+	/* the QKV bias gradient: column sums of the reference (its key part is zero up to
+	 * rounding: a softmax's gradient sums to zero over each query's keys) */
+	for (int64_t n = 0; n < N; n++)
+		for (int64_t c = 0; c < row; c++)
+			rb[c] += rd[n * row + c];
+	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d%s, QKV bias gradient", B, T, np, ng, hd,
+		 mt_attention_deterministic ? " (fixed order)" : "");
+	CHECK(db.h, rb, row, dt, what);
 	cudaFree(scr);
-	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&dqkv);
-	free(ry), free(rd), free(p);
+	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&dqkv), drop(&db);
+	free(ry), free(rd), free(p), free(rb);
 }
 
 /* mt_attention_deterministic: the backward twice gives the same bits (the sm_90a backward
@@ -794,26 +805,32 @@ static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int n
 	int64_t row = (np + 2 * ng) * hd, N = (int64_t)B * T, q = (int64_t)np * hd;
 	struct buf qkv = mk(dt, N * row, 1.5), y = out(dt, N * q), lse = out(MT_F32, N * np), dy = mk(dt, N * q, 1);
 	struct buf d1 = out(dt, N * row), d2 = out(dt, N * row), d0 = out(dt, N * row);
+	struct buf b0 = out(MT_F32, row), b1 = out(MT_F32, row), b2 = out(MT_F32, row);
 	double *ref = malloc((size_t)(N * row) * 8);
 	float *scr;
 	int same;
 
-	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, hd) * 4);
+	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, ng, hd, 1) * 4);
+	cudaMemset(b0.d, 0, (size_t)row * 4), cudaMemset(b1.d, 0, (size_t)row * 4), cudaMemset(b2.d, 0, (size_t)row * 4);
 	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs");
-	ok(!mt_attention_bwd(dt, d0.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs (default)");
+	ok(!mt_attention_bwd(dt, d0.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b0.d, scr), "attention bwd runs (default)");
 	mt_attention_deterministic = 1;
-	ok(!mt_attention_bwd(dt, d1.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs (fixed order)");
-	ok(!mt_attention_bwd(dt, d2.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, scr), "attention bwd runs again");
+	ok(!mt_attention_bwd(dt, d1.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b1.d, scr),
+	   "attention bwd runs (fixed order)");
+	ok(!mt_attention_bwd(dt, d2.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b2.d, scr), "attention bwd runs again");
 	mt_attention_deterministic = 0;
-	fetch(&d0), fetch(&d1), fetch(&d2);
-	same = !memcmp(d1.h, d2.h, (size_t)(N * row) * 4);
-	ok(same, "attention bwd B%d T%d heads %d/%d hd %d %s, fixed order: two runs give the same bits", B, T, np, ng, hd,
-	   dn(dt));
+	fetch(&d0), fetch(&d1), fetch(&d2), fetch(&b0), fetch(&b1), fetch(&b2);
+	same = !memcmp(d1.h, d2.h, (size_t)(N * row) * 4) && !memcmp(b1.h, b2.h, (size_t)row * 4);
+	ok(same, "attention bwd B%d T%d heads %d/%d hd %d %s, fixed order: two runs give the same bits (bias gradient too)",
+	   B, T, np, ng, hd, dn(dt));
+	for (int64_t k = 0; k < row; k++)
+		ref[k] = b1.h[k];
+	CHECK(b0.h, ref, row, dt, "attention bwd, default against fixed order: QKV bias gradient");
 	for (int64_t k = 0; k < N * row; k++)
 		ref[k] = d1.h[k];
 	CHECK(d0.h, ref, N * row, dt, "attention bwd, default against fixed order");
 	cudaFree(scr);
-	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&d0), drop(&d1), drop(&d2);
+	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&d0), drop(&d1), drop(&d2), drop(&b0), drop(&b1), drop(&b2);
 	free(ref);
 }
 
