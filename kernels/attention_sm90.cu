@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -236,7 +237,8 @@ template <typename T, int HD> __device__ __forceinline__ void fwd_pv(float *o, u
 // would not fit the registers (ptxas serializes the products): a block an item there.
 template <int HD> __host__ __device__ constexpr bool persist() { return HD == 64; }
 template <typename T, int HD, bool PP>
-__global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g, int B)
+__global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g, int B,
+						      int gh)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = stages<HD>();
@@ -247,10 +249,19 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 	// barriers: the query tile; full[NS]; empty[NS]; the query tile read (qempty)
 	uint32_t qbar = bars, full0 = bars + 8, empty0 = bars + 8 + 8 * NS, qempty = bars + 8 + 16 * NS;
 	int wg = threadIdx.x / 128, nqt = (g.T + BQ - 1) / BQ, nhb = g.np * B, nitems = nqt * nhb;
-	// item i: query tile nqt - 1 - i / nhb (the longest first) of head-and-batch i % nhb
+	// item i: the heads-and-batches in groups of gh, and in a group the query tiles the
+	// longest first, so that the blocks running at once share their keys and values in L2
+	// (a persistent block with gh = the grid takes one head's tiles one after another); gh
+	// 0: the longest tiles of every head first
 	auto item_of = [&](int i, int &q0, int &nt, int &hh, int &b) {
-		int qt = nqt - 1 - i / nhb;
-		hh = i % nhb % g.np, b = i % nhb / g.np, q0 = qt * BQ;
+		int qt, hb;
+		if (gh > 0) {
+			int h0 = i / (gh * nqt) * gh, gs = min(gh, nhb - h0), j = i - h0 * nqt;
+			qt = nqt - 1 - j / gs, hb = h0 + j % gs;
+		} else {
+			qt = nqt - 1 - i / nhb, hb = i % nhb;
+		}
+		hh = hb % g.np, b = hb / g.np, q0 = qt * BQ;
 		nt = min((q0 + BQ + BK - 1) / BK, (g.T + BK - 1) / BK);
 	};
 
@@ -974,10 +985,12 @@ __global__ void __launch_bounds__(1024) qkv_bias_sum(float *dbias, const float *
 	if (c < ng * (g.per + 2) * hd) {
 		if (slot < g.per) {
 			const float *p = pq + ((int64_t)grp * g.per + slot) * nqt * hd + e;
+#pragma unroll 8
 			for (int i = ty; i < B * nqt; i += 32)
 				t += p[((int64_t)(i / nqt) * g.np * nqt + i % nqt) * hd];
 		} else {
 			const float *p = pk + (int64_t)grp * nkb * 2 * hd + (slot - g.per) * hd + e;
+#pragma unroll 8
 			for (int i = ty; i < B * nkb; i += 32)
 				t += p[((int64_t)(i / nkb) * ng * nkb + i % nkb) * 2 * hd];
 		}
@@ -1056,8 +1069,13 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
 		return -1;
 	int64_t items = (int64_t)((T_ + BQ - 1) / BQ) * np * B, nsm = sm_count();
+	int64_t grid = persist<HD>() && items > nsm ? nsm : items, kv = (int64_t)T_ * HD * 2 * 2; // a head's K and V bytes
+	// heads a group: the persistent grid (a block a head), else as many heads as take 16 MB of
+	// keys and values (MT_ATTN_ORDER=0: the longest tiles of every head first, for comparisons)
+	static const bool order = !env_is("MT_ATTN_ORDER", "0");
+	int gh = !order ? 0 : persist<HD>() ? (int)grid : (int)std::max<int64_t>(1, std::min<int64_t>((16 << 20) / kv, (int64_t)np * B));
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-	kern<<<(unsigned)(persist<HD>() && items > nsm ? nsm : items), THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g, B);
+	kern<<<(unsigned)grid, THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g, B, gh);
 	MT_LAUNCH_CHECK("attention");
 	return 0;
 }
