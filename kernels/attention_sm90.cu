@@ -1195,7 +1195,7 @@ extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *d
 	// MT_ATTN_SM90_BWD=0: the mma.sync backward; MT_ATTN_BWD7=1: seven products (comparisons)
 	static const bool off = env_is("MT_ATTN_SM90_BWD", "0"), seven = env_is("MT_ATTN_BWD7", "1");
 	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off ||
-	    (uintptr_t)qkv % 16 || (uintptr_t)dy % 16 || (uintptr_t)dqkv % 16)
+	    ((uintptr_t)qkv | (uintptr_t)dy | (uintptr_t)y | (uintptr_t)dqkv) % 16) // TMA, 16-byte loads and stores
 		return 1;
 	int mode = seven ? 0 : mt_attention_deterministic ? 2 : 1;
 	if (dt == MT_BF16) {

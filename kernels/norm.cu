@@ -574,7 +574,7 @@ static int norm_bwd_regs(void *dx, int accumulate, float *dw, float *db, float *
 {
 	constexpr int NA = 1 + DB + DS;
 	constexpr size_t smem = (size_t)8 * NA * 32 * NV * (16 / sizeof(T)) * sizeof(float);
-	int64_t per = (N + NB_MAX - 1) / NB_MAX, nb;
+	int64_t per, nb, most = NB_MAX;
 
 	if (smem > 48 * 1024) // (a device's setting: asked for on every call, whichever device is current)
 		MT_CUDA_CHECK(cudaFuncSetAttribute(norm_bwd_r<T, NV, DB, DS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -584,10 +584,9 @@ static int norm_bwd_regs(void *dx, int accumulate, float *dw, float *db, float *
 	static int occ = -1; // (the device's, read once)
 	if (occ < 0)
 		MT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, norm_bwd_r<T, NV, DB, DS>, 256, smem));
-	if (occ > 0) {
-		int64_t most = (int64_t)occ * sm_count() < NB_MAX ? (int64_t)occ * sm_count() : NB_MAX;
-		per = (N + most - 1) / most;
-	}
+	if (occ > 0 && (int64_t)occ * sm_count() < NB_MAX)
+		most = (int64_t)occ * sm_count();
+	per = (N + most - 1) / most;
 	per = per > NB_ROWS ? per : NB_ROWS;
 	nb = (N + per - 1) / per;
 	norm_bwd_r<T, NV, DB, DS><<<(unsigned)nb, 256, smem, MT_STREAM>>>((T *)dx, accumulate, scratch, (const T *)dout,
