@@ -16,10 +16,12 @@
 
 #define ROW_CHUNKS 256
 // rows held in registers (the forward and the one-pass backward): up to NV_MAX vectors a
-// lane, h <= 1024 in bf16/fp16, 512 in fp32; the backward's blocks take NB_ROWS rows at
-// least and are NB_MAX at most
+// lane, h <= 2048 in bf16/fp16, 1024 in fp32 (a Llama-style 2,048-wide row: the
+// two-pass forms read x and dout a second time, 4.5 rows of traffic for the backward's
+// input gradient and 2 more for its column sums, against 4 in one pass); the backward's
+// blocks take NB_ROWS rows at least and are NB_MAX at most
 #ifndef NV_MAX
-#define NV_MAX 4
+#define NV_MAX 8
 #endif
 #define NB_ROWS 32
 #ifndef NB_MAX
@@ -396,12 +398,15 @@ template <int NV, int VN> __device__ __forceinline__ void sm_add(float4 *acc, in
 	}
 }
 
+// Rows of more than 4 vectors a lane load dx (accumulate) where it is added, not with x and
+// dout, so that the row fits the registers of two blocks an SM.
 template <typename T, int NV, bool DB, bool DS>
 __global__ void __launch_bounds__(256, NV <= 3 ? 3 : 2) norm_bwd_r(T *dx, int accumulate, float *part, const T *dout, const T *x,
 						  const float *stats, const T *w, int64_t N, int h, int rms, int64_t per)
 {
 	using V = vec16<T>;
 	constexpr int VN = V::N, W = 32 * NV * VN, NA = 1 + DB + DS;
+	constexpr bool EARLY = NV <= 4;
 	extern __shared__ float4 sm4[];
 	float *sm = (float *)sm4;
 	int wp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -414,15 +419,15 @@ __global__ void __launch_bounds__(256, NV <= 3 ? 3 : 2) norm_bwd_r(T *dx, int ac
 	__syncwarp();
 	for (int64_t r = r0 + wp; r < r1; r += 8) {
 		float mean = stats[2 * r], rstd = stats[2 * r + 1], sdy = 0, sdyx = 0;
-		int4 xv[NV], dv[NV], ov[NV];
+		int4 xv[NV], dv[NV], ov[EARLY ? NV : 1];
 #pragma unroll
 		for (int j = 0; j < NV; j++) {
 			int i = (lane + 32 * j) * VN;
 			if (i < h) {
 				xv[j] = *(const int4 *)(x + r * h + i);
 				dv[j] = *(const int4 *)(dout + r * h + i);
-				if (accumulate)
-					ov[j] = *(const int4 *)(dx + r * h + i);
+				if (EARLY && accumulate)
+					ov[EARLY ? j : 0] = *(const int4 *)(dx + r * h + i);
 			}
 		}
 #pragma unroll
@@ -449,20 +454,20 @@ __global__ void __launch_bounds__(256, NV <= 3 ? 3 : 2) norm_bwd_r(T *dx, int ac
 				V::unpack(df, dv[j]);
 				V::load(wf, w + i);
 				if (accumulate)
-					V::unpack(of, ov[j]);
+					V::unpack(of, EARLY ? ov[EARLY ? j : 0] : *(const int4 *)(dx + r * h + i));
 				for (int k = 0; k < VN; k++) {
 					float xhat = (xf[k] - mean) * rstd, dy = df[k] * wf[k];
 					float g = rstd * (dy - (rms ? 0.0f : sdy) - xhat * sdyx);
 					of[k] = accumulate ? of[k] + g : g;
 					cw[k] = df[k] * xhat;
 				}
-				ov[j] = V::pack(of);
-				*(int4 *)(dx + r * h + i) = ov[j];
+				int4 o4 = V::pack(of);
+				*(int4 *)(dx + r * h + i) = o4;
 				sm_add<NV, VN>(mine, lane, j, cw);
 				if (DB)
 					sm_add<NV, VN>(mine + W / 4, lane, j, df);
 				if (DS) {
-					V::unpack(cb, ov[j]);
+					V::unpack(cb, o4);
 					sm_add<NV, VN>(mine + (NA - 1) * (W / 4), lane, j, cb);
 				}
 			}
@@ -554,6 +559,10 @@ static int norm_fwd(void *out, float *stats, const void *x, const void *w, const
 		case 2: return norm_fwd_regs<T, 2>(out, stats, x, w, b, N, h, rms, eps);
 		case 3: return norm_fwd_regs<T, 3>(out, stats, x, w, b, N, h, rms, eps);
 		case 4: return norm_fwd_regs<T, 4>(out, stats, x, w, b, N, h, rms, eps);
+		case 5:
+		case 6: return norm_fwd_regs<T, 6>(out, stats, x, w, b, N, h, rms, eps);
+		case 7:
+		case 8: return norm_fwd_regs<T, 8>(out, stats, x, w, b, N, h, rms, eps);
 		}
 		norm_fwd_v<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)out, stats, (const T *)x, (const T *)w, (const T *)b,
 								  N, (int)h, rms, eps);
@@ -620,6 +629,10 @@ static int norm_bwd(void *dx, int accumulate, float *dw, float *db, float *ds, c
 		case 2: return norm_bwd_nv<T, 2>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
 		case 3: return norm_bwd_nv<T, 3>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
 		case 4: return norm_bwd_nv<T, 4>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+		case 5:
+		case 6: return norm_bwd_nv<T, 6>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
+		case 7:
+		case 8: return norm_bwd_nv<T, 8>(dx, accumulate, dw, db, ds, dout, x, stats, w, N, h, rms, scratch);
 		}
 		norm_bwd_dx_v<T><<<(unsigned)((N + 7) / 8), 256, 0, MT_STREAM>>>((T *)dx, accumulate, (const T *)dout, (const T *)x,
 								     stats, (const T *)w, N, (int)h, rms);
