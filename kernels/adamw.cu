@@ -93,19 +93,46 @@ static __device__ double block_sum256(double s, double *buf)
 	return buf[0];
 }
 
+// Thread t sums the chunk's 4-element groups t, t + 256, ... in order, 16 bytes a load
+// where the chunk starts on a 16-byte boundary (the same order, element by element,
+// where it does not: ZeRO's shard edges), four groups in flight: 4-byte loads one at a
+// time reached 2.1 TB/s on an H100 (0.57 ms for 296M parameters)
 __global__ void sumsq_k(const mt_chunk *chunks, float *g, float scale, double *partial)
 {
 	__shared__ double buf[256];
 	mt_chunk c = chunks[blockIdx.x];
+	float *x = g + c.start;
+	int64_t ng = (c.len + 3) / 4;
+	bool vec = c.start % 4 == 0;
 	double s = 0;
 
-	for (int k = threadIdx.x; k < c.len; k += blockDim.x) {
-		float x = g[c.start + k];
-		if (scale != 1.0f) {
-			x = __fmul_rn(x, scale);
-			g[c.start + k] = x;
+#pragma unroll 4
+	for (int64_t q = threadIdx.x; q < ng; q += blockDim.x) {
+		float4 v;
+		if (vec && 4 * q + 4 <= c.len) {
+			v = *(const float4 *)(x + 4 * q);
+		} else {
+			float e[4];
+			for (int k = 0; k < 4; k++)
+				e[k] = 4 * q + k < c.len ? x[4 * q + k] : 0.0f;
+			v = make_float4(e[0], e[1], e[2], e[3]);
 		}
-		s += (double)x * (double)x;
+		if (scale != 1.0f) {
+			v.x = __fmul_rn(v.x, scale), v.y = __fmul_rn(v.y, scale);
+			v.z = __fmul_rn(v.z, scale), v.w = __fmul_rn(v.w, scale);
+			if (vec && 4 * q + 4 <= c.len) {
+				*(float4 *)(x + 4 * q) = v;
+			} else {
+				float e[4] = { v.x, v.y, v.z, v.w };
+				for (int k = 0; k < 4; k++)
+					if (4 * q + k < c.len)
+						x[4 * q + k] = e[k];
+			}
+		}
+		s += (double)v.x * (double)v.x;
+		s += (double)v.y * (double)v.y;
+		s += (double)v.z * (double)v.z;
+		s += (double)v.w * (double)v.w;
 	}
 	s = block_sum256(s, buf);
 	if (threadIdx.x == 0)
@@ -122,6 +149,20 @@ __global__ void sum_partials_k(const double *partial, int64_t n, double *out)
 	s = block_sum256(s, buf);
 	if (threadIdx.x == 0)
 		*out = s;
+}
+
+__global__ void zero_k(const mt_chunk *chunks, float *g)
+{
+	mt_chunk c = chunks[blockIdx.x];
+	int64_t k0 = 0;
+
+	if (c.start % 4 == 0) {
+		for (int64_t q = threadIdx.x; q < c.len / 4; q += blockDim.x)
+			*(float4 *)(g + c.start + 4 * q) = make_float4(0, 0, 0, 0);
+		k0 = c.len / 4 * 4;
+	}
+	for (int64_t k = k0 + threadIdx.x; k < c.len; k += blockDim.x)
+		g[c.start + k] = 0;
 }
 
 template <typename T>
@@ -166,6 +207,14 @@ extern "C" int mt_grad_sumsq_dev(const struct mt_chunk *chunks, int64_t nchunks,
 	MT_LAUNCH_CHECK("sumsq");
 	sum_partials_k<<<1, 256, 0, MT_STREAM>>>(partial, nchunks, out);
 	MT_LAUNCH_CHECK("sumsq");
+	return 0;
+}
+
+extern "C" int mt_zero_chunks(const struct mt_chunk *chunks, int64_t nchunks, float *g)
+{
+	MT_REQUIRE(nchunks > 0 && nchunks < (1ll << 31), "zero: %lld chunks", (long long)nchunks);
+	zero_k<<<(unsigned)nchunks, 256, 0, MT_STREAM>>>(chunks, g);
+	MT_LAUNCH_CHECK("zero");
 	return 0;
 }
 

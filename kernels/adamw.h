@@ -38,6 +38,8 @@ int mt_adamw_apply(const struct mt_chunk *chunks, int64_t nchunks, const struct 
  * double, the chunks summed in order; partial: nchunks doubles */
 int mt_grad_sumsq_dev(const struct mt_chunk *chunks, int64_t nchunks, float *g, float scale, double *partial,
 		      double *out);
+/* g[c.start .. c.start + c.len) = 0 for each chunk c (one launch for many parameters) */
+int mt_zero_chunks(const struct mt_chunk *chunks, int64_t nchunks, float *g);
 /* dst[i] = (dt) src[i] */
 int mt_convert_f32(enum mt_dtype dt, void *dst, const float *src, int64_t n);
 

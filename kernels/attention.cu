@@ -12,6 +12,7 @@
 // their gradients sum the group's heads in order, so there are no atomics and every run
 // gives the same bits. fp32 accumulation throughout.
 #include "attention.h"
+#include "rope.h"
 #include "norm.h"
 
 #include "common.cuh"
@@ -879,17 +880,21 @@ extern "C" int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const voi
 }
 
 extern "C" int mt_attention_bwd(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
-				const void *qkv, int B, int T_, int np, int ng, int hd, float *dbias, float *scratch)
+				const void *qkv, int B, int T_, int np, int ng, int hd, float *dbias, float *scratch,
+				const float *rope)
 {
 	int rc;
 
 	MT_REQUIRE(B > 0 && T_ > 0 && ng > 0 && np % ng == 0 && B < 65536 && np < 65536, "attention: bad shape");
 	if (mt_attention_tensor_cores &&
-	    (rc = mt_attention_bwd_sm90(dt, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, dbias, scratch)) <= 0)
+	    (rc = mt_attention_bwd_sm90(dt, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, dbias, scratch, rope)) <= 0)
 		return rc;
-	if ((rc = MT_DISPATCH(dt, attn_bwd, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch, mt_attention_tensor_cores)) ||
-	    !dbias)
+	if ((rc = MT_DISPATCH(dt, attn_bwd, dqkv, dy, y, lse, qkv, B, T_, np, ng, hd, scratch, mt_attention_tensor_cores)))
 		return rc;
+	if (rope && mt_rope(dt, dqkv, rope, (int64_t)B * T_, T_, np, ng, hd, 1))
+		return -1;
+	if (!dbias)
+		return 0;
 	/* the scratch is free again once the kernels above are done (stream order) */
 	return mt_bias_grad(dt, dbias, dqkv, (int64_t)B * T_, (int64_t)(np + 2 * ng) * hd, scratch);
 }

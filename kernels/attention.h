@@ -29,18 +29,21 @@ extern int mt_attention_deterministic;
 int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
 /* the sm_90a backward, the same way */
 int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
-			  int B, int T, int np, int ng, int hd, float *dbias, float *scratch);
+			  int B, int T, int np, int ng, int hd, float *dbias, float *scratch, const float *rope);
 
 /* y[B*T][np*hd] = softmax(q k^T / sqrt(hd), causal) v; lse[B][np][T] */
 int mt_attention_fwd(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
-/* dqkv (every element written) from dy, y, lse and qkv; dbias non-NULL: the QKV layer's
+/* dqkv (every element written) from dy, y, lse and qkv; rope non-NULL: qkv's queries and
+ * keys were rotated (rope.h's table, [T][hd / 2] cos, sin pairs) and dqkv's are the
+ * gradients of the unrotated ones, as mt_rope(..., inverse 1) after would make them (the
+ * sm_90a backward rotates them as it writes them); dbias non-NULL: the QKV layer's
  * bias gradient added there too (dbias[c] += the sum over rows of dqkv[.][c]; the sm_90a
  * backward takes it from its own kernels' fp32 values, other paths from dqkv through
  * mt_bias_grad); scratch: mt_attention_bwd_scratch_floats(dt, B, T, np, ng, hd, dbias !=
  * NULL) floats */
 int64_t mt_attention_bwd_scratch_floats(enum mt_dtype dt, int B, int T, int np, int ng, int hd, int bias);
 int mt_attention_bwd(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
-		     int B, int T, int np, int ng, int hd, float *dbias, float *scratch);
+		     int B, int T, int np, int ng, int hd, float *dbias, float *scratch, const float *rope);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@
 
 #include "common.cuh"
 #include "norm.h"
+#include "rope.h"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -584,7 +585,7 @@ template <typename T, int HD, int MODE>
 __global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g, float *dqacc,
-		    int *turn, float *pk)
+		    int *turn, float *pk, const float *rope)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2, DQB = BM * HD * 4;
@@ -817,6 +818,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 		if (j >= g.T)
 			continue;
 		T *row = dqkv + ((int64_t)b * g.T + j) * g.row + kcol;
+		if (rope) // the inverse rotation of key position j: columns c and c + HD / 2 are n and n + HD / 16
+#pragma unroll
+			for (int n = 0; n < HD / 16; n++)
+#pragma unroll
+				for (int u = 0; u < 2; u++) {
+					float2 cs = *(const float2 *)(rope + (int64_t)j * HD + 2 * (8 * n + tc + u));
+					float x1 = dk[4 * n + 2 * h + u], x2 = dk[4 * (n + HD / 16) + 2 * h + u];
+					dk[4 * n + 2 * h + u] = x1 * cs.x + x2 * cs.y;
+					dk[4 * (n + HD / 16) + 2 * h + u] = x2 * cs.x - x1 * cs.y;
+				}
 #pragma unroll
 		for (int n = 0; n < HD / 8; n++) {
 			*(unsigned *)(row + 8 * n + tc) = pack2<T>(dk[4 * n + 2 * h], dk[4 * n + 2 * h + 1]);
@@ -932,8 +943,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 // columns of a row (two float4 in, 16 bytes out), four rows each. With pq, the tile's
 // column sums too (the query bias gradients' share; fp32 before rounding, rows past the
 // sequence left out): the thread's rows, then its column's threads in order.
+// With rope, the inverse rotation of each query position: column c's partner c + HD / 2 is
+// with the thread CP / 2 lanes away.
 template <typename T, int HD>
-__global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *pq, geo90 g, int nqt)
+__global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *pq, geo90 g, int nqt, const float *rope)
 {
 	constexpr int BM = bm<HD>(), CP = HD / 8, RP = 256 / CP, NP = BM / RP;
 	__shared__ float red[256][9];
@@ -951,6 +964,21 @@ __global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *
 		float4 a = *(const float4 *)(ta + r * HD + (((2 * j) ^ (r & 7)) * 4));
 		float4 c = *(const float4 *)(ta + r * HD + (((2 * j + 1) ^ (r & 7)) * 4));
 		uint4 o;
+		if (rope) {
+			float x[8] = { a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w }, y[8];
+			bool lo = j < CP / 2;
+			const float4 *cs4 = (const float4 *)(rope + (int64_t)q * HD + 2 * (8 * (j % (CP / 2))));
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				y[k] = __shfl_xor_sync(__activemask(), x[k], CP / 2); // (a row's lanes go on together)
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float4 t = cs4[k]; // cos, sin of columns 2k and 2k + 1 of the eight
+				x[2 * k] = lo ? x[2 * k] * t.x + y[2 * k] * t.y : x[2 * k] * t.x - y[2 * k] * t.y;
+				x[2 * k + 1] = lo ? x[2 * k + 1] * t.z + y[2 * k + 1] * t.w : x[2 * k + 1] * t.z - y[2 * k + 1] * t.w;
+			}
+			a = make_float4(x[0], x[1], x[2], x[3]), c = make_float4(x[4], x[5], x[6], x[7]);
+		}
 		o.x = pack2<T>(a.x, a.y), o.y = pack2<T>(a.z, a.w), o.z = pack2<T>(c.x, c.y), o.w = pack2<T>(c.z, c.w);
 		*(uint4 *)(base + (int64_t)q * g.row) = o;
 		cs[0] += a.x, cs[1] += a.y, cs[2] += a.z, cs[3] += a.w;
@@ -1105,9 +1133,12 @@ scr90 scr_at(float *D, int B, int T_, int np, int ng, int hd)
 	return r;
 }
 
+// rope: the rotation's inverse applied to the query and key gradients as they are written
+// (the seven-product kernels leave it to mt_rope after them); the bias gradient then comes
+// from mt_bias_grad over the rotated values
 template <typename T, int HD, int MODE>
 int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv, int B,
-	  int T_, int np, int ng, float *dbias, float *D)
+	  int T_, int np, int ng, float *dbias, float *D, const float *rope)
 {
 	CUtensorMap qm, q128, om, o128; // boxes of bm<HD>() and 128 rows
 	constexpr int BM = bm<HD>();
@@ -1115,7 +1146,9 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t s1 = dkv_smem<HD, MODE>(), s2 = dq_smem<T, HD>();
 	scr90 sc = scr_at(D, B, T_, np, ng, HD);
-	bool fuse = dbias && MODE != 0; // the seven-product kernels leave the bias to mt_bias_grad
+	bool fuse = dbias && MODE != 0 && !rope; // the seven-product kernels leave the bias to mt_bias_grad
+	const float *kr = MODE != 0 ? rope : NULL;
+	enum mt_dtype mdt = std::is_same<T, __half>::value ? MT_F16 : MT_BF16;
 
 	if (mkmap(&qm, dty, qkv, row, T_, B, bm<HD>()) || mkmap(&q128, dty, qkv, row, T_, B, BK) ||
 	    mkmap(&om, dty, dy, np * HD, T_, B, bm<HD>()) || mkmap(&o128, dty, dy, np * HD, T_, B, BQ))
@@ -1127,34 +1160,36 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	MT_LAUNCH_CHECK("attention");
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
 	fa3_bwd_dkv<T, HD, MODE><<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
-		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL);
+		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr);
 	MT_LAUNCH_CHECK("attention");
 	if constexpr (MODE != 0) {
 		dq_out<T, HD><<<(unsigned)((int64_t)B * np * nqt), 256, 0, MT_STREAM>>>((T *)dqkv, sc.acc, fuse ? sc.pq : NULL, g,
-											nqt);
+											nqt, kr);
 		MT_LAUNCH_CHECK("attention");
 	} else {
 		MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
 		fa3_bwd_dq<T, HD><<<dim3((unsigned)((T_ + BQ - 1) / BQ), (unsigned)np, (unsigned)B), THREADS, s2, MT_STREAM>>>(
 			(T *)dqkv, lse, D, q128, qm, o128, g);
 		MT_LAUNCH_CHECK("attention");
+		if (rope && mt_rope(mdt, dqkv, rope, rows, T_, np, ng, HD, 1))
+			return -1;
 	}
 	if (fuse) {
 		qkv_bias_sum<<<(unsigned)((row + 31) / 32), dim3(32, 32), 0, MT_STREAM>>>(dbias, sc.pq, sc.pk, B, g, nqt, nkb, HD);
 		MT_LAUNCH_CHECK("attention");
 	} else if (dbias) { // D and the rest are free again by now (stream order)
-		return mt_bias_grad(std::is_same<T, __half>::value ? MT_F16 : MT_BF16, dbias, dqkv, rows, row, D);
+		return mt_bias_grad(mdt, dbias, dqkv, rows, row, D);
 	}
 	return 0;
 }
 
 template <typename T, int HD>
 int bwd90_mode(int mode, CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, const float *lse, const void *qkv,
-	       int B, int T_, int np, int ng, float *dbias, float *D)
+	       int B, int T_, int np, int ng, float *dbias, float *D, const float *rope)
 {
-	return mode == 0   ? bwd90<T, HD, 0>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D)
-	       : mode == 1 ? bwd90<T, HD, 1>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D)
-			   : bwd90<T, HD, 2>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D);
+	return mode == 0   ? bwd90<T, HD, 0>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D, rope)
+	       : mode == 1 ? bwd90<T, HD, 1>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D, rope)
+			   : bwd90<T, HD, 2>(dty, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, D, rope);
 }
 
 } // namespace
@@ -1190,20 +1225,22 @@ extern "C" int64_t mt_attention_bwd_scratch_floats(enum mt_dtype dt, int B, int 
 // 0 when the sm_90a backward ran, 1 when it does not apply, -1 on a CUDA error; scratch:
 // mt_attention_bwd_scratch_floats
 extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *dy, const void *y, const float *lse,
-				     const void *qkv, int B, int T_, int np, int ng, int hd, float *dbias, float *scratch)
+				     const void *qkv, int B, int T_, int np, int ng, int hd, float *dbias, float *scratch,
+				     const float *rope)
 {
 	// MT_ATTN_SM90_BWD=0: the mma.sync backward; MT_ATTN_BWD7=1: seven products (comparisons)
 	static const bool off = env_is("MT_ATTN_SM90_BWD", "0"), seven = env_is("MT_ATTN_BWD7", "1");
-	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off ||
-	    ((uintptr_t)qkv | (uintptr_t)dy | (uintptr_t)y | (uintptr_t)dqkv) % 16) // TMA, 16-byte loads and stores
+	// TMA, 16-byte loads and stores
+	uintptr_t al = (uintptr_t)qkv | (uintptr_t)dy | (uintptr_t)y | (uintptr_t)dqkv | (uintptr_t)rope;
+	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off || al % 16)
 		return 1;
 	int mode = seven ? 0 : mt_attention_deterministic ? 2 : 1;
 	if (dt == MT_BF16) {
 		CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-		return hd == 64 ? bwd90_mode<__nv_bfloat16, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch)
-				: bwd90_mode<__nv_bfloat16, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch);
+		return hd == 64 ? bwd90_mode<__nv_bfloat16, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch, rope)
+				: bwd90_mode<__nv_bfloat16, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch, rope);
 	}
 	CUtensorMapDataType d = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-	return hd == 64 ? bwd90_mode<__half, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch)
-			: bwd90_mode<__half, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch);
+	return hd == 64 ? bwd90_mode<__half, 64>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch, rope)
+			: bwd90_mode<__half, 128>(mode, d, dqkv, dy, y, lse, qkv, B, T_, np, ng, dbias, scratch, rope);
 }

@@ -173,9 +173,10 @@ extern "C" int mt_linear_bwd_in(struct mt_lt *lt, enum mt_dtype dt, void *din, c
 }
 
 extern "C" int mt_linear_bwd_w(struct mt_lt *lt, enum mt_dtype dt, float *dW, const void *dout, const void *in,
-			       int64_t N, int64_t IN, int64_t O)
+			       int64_t N, int64_t IN, int64_t O, int accumulate)
 {
-	return lt_gemm(lt, 0, 1, IN, O, N, cuda_type(dt), in, IN, dout, O, 1.0f, CUDA_R_32F, dW, dW, IN, NULL);
+	return lt_gemm(lt, 0, 1, IN, O, N, cuda_type(dt), in, IN, dout, O, accumulate ? 1.0f : 0.0f, CUDA_R_32F, dW, dW,
+		       IN, NULL);
 }
 
 extern "C" int mt_linear_fwd_gelu(struct mt_lt *lt, enum mt_dtype dt, void *act, void *pre, const void *in, const void *W,

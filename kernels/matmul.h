@@ -31,9 +31,10 @@ int mt_linear_fwd_f32(struct mt_lt *lt, enum mt_dtype dt, float *out, const void
 /* din[N,IN] = dout[N,O] @ W[O,IN] (accumulate: +=) */
 int mt_linear_bwd_in(struct mt_lt *lt, enum mt_dtype dt, void *din, const void *dout, const void *W, int64_t N,
 		     int64_t IN, int64_t O, int accumulate);
-/* dW[O,IN] += dout[N,O]^T @ in[N,IN], dW fp32 */
+/* dW[O,IN] (+)= dout[N,O]^T @ in[N,IN], dW fp32; accumulate 0: dW's old contents are
+ * neither read nor kept (the first gradient of a step: no zeroing beforehand) */
 int mt_linear_bwd_w(struct mt_lt *lt, enum mt_dtype dt, float *dW, const void *dout, const void *in, int64_t N,
-		    int64_t IN, int64_t O);
+		    int64_t IN, int64_t O, int accumulate);
 
 /* act[N,O] = gelu(pre), pre[N,O] = in @ W^T (+ bias): fc1 with GELU (tanh) in cuBLASLt's
  * epilogue, or a GELU kernel after the product where cuBLASLt has no such algorithm */

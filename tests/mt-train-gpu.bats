@@ -57,6 +57,12 @@ bits() {
 	done
 	cmp r1.txt r2.txt
 	[ "$(wc -l < r1.txt)" -eq 8 ]
+	# the weight gradients' first products of a step overwrite instead of adding to a zeroed
+	# buffer: the same bits as zeroing the whole gradient first
+	MT_CUDA_FIRST_WRITE=0 mt-train "${TINY[@]}" "${LLAMA[@]}" --train-iters 8 --device cuda --bf16 --deterministic \
+		--log-json r0.jsonl -q
+	bits r0.jsonl > r0.txt
+	cmp r1.txt r0.txt
 	# head size 64 over 512 positions: on Hopper the five-product attention backward with its
 	# query gradients added in a fixed order, GPT-2 and Llama style
 	W=(--hidden-size 128 --num-attention-heads 2 --seq-length 512 --micro-batch-size 2)

@@ -110,6 +110,14 @@ struct cu {
 	int32_t *tok, *tgt, *hit, *u_tok, *u_start, *u_pos;
 	struct mt_chunk *chunks;
 	int64_t nchunks;
+	/* the gradients zeroed at each step's start: those of every parameter but the linear
+	 * layers' weights, which their first weight-gradient product of the step overwrites
+	 * (gfresh[i]: parameter i not yet written this step; first_write 0, MT_CUDA_FIRST_WRITE=0:
+	 * the whole buffer zeroed, every product adding) */
+	struct mt_chunk *zchunks;
+	int64_t nzchunks;
+	unsigned char *gfresh;
+	int first_write;
 	double *partial, *sumsq;
 	struct mt_lt *lt;
 	/* host */
@@ -249,6 +257,57 @@ static float *gp(struct cu *s, int layer, enum mt_param_kind k)
 	return p ? s->g + p->offset : NULL;
 }
 
+/* whether the first weight-gradient product of a step writes the parameter's gradient
+ * whole: the linear layers' weights (the output layer's when untied; a tied one also
+ * takes the embedding's rows) */
+static int overwritten(const struct cu *s, const struct mt_param *p)
+{
+	if (!s->first_write || p->tied_copy)
+		return 0;
+	switch (p->kind) {
+	case MT_P_QKV_W:
+	case MT_P_PROJ_W:
+	case MT_P_FC1_W:
+	case MT_P_FC2_W:
+		return p->layer >= 0;
+	case MT_P_OUTPUT:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* the chunks of the gradients zero_grad zeroes (out NULL: their count) */
+static int64_t zero_chunks(const struct cu *s, struct mt_chunk *out)
+{
+	int64_t n = 0;
+
+	for (int i = 0; s->first_write && i < s->t->n; i++) {
+		const struct mt_param *p = &s->t->p[i];
+		if (overwritten(s, p))
+			continue;
+		for (int64_t o = 0; o < p->numel; o += MT_ADAMW_CHUNK, n++)
+			if (out)
+				out[n] = (struct mt_chunk){ p->offset + o,
+							    (int32_t)(p->numel - o < MT_ADAMW_CHUNK ? p->numel - o : MT_ADAMW_CHUNK),
+							    0, 0 };
+	}
+	return n;
+}
+
+/* whether a weight-gradient product adds to the parameter's gradient (1) or is its first
+ * this step (0, and no longer after this call: see zero_grad) */
+static int gadd(struct cu *s, int layer, enum mt_param_kind k)
+{
+	const struct mt_param *p = mt_params_get(s->t, layer, k);
+	int i = (int)(p - s->t->p);
+
+	if (!s->gfresh[i])
+		return 1;
+	s->gfresh[i] = 0;
+	return 0;
+}
+
 /* whether the attention's backward adds the QKV bias gradient (a bias, and no rotation of
  * the queries and keys after the attention's gradient) */
 static int qkv_bias_fused(const struct cu *s)
@@ -383,6 +442,7 @@ static size_t plan_acts(struct cu *s, char *base)
 	s->u_start = take(&k, (N + 1) * sizeof(int32_t));
 	s->u_pos = take(&k, N * sizeof(int32_t));
 	s->chunks = take(&k, (size_t)s->nchunks * sizeof(struct mt_chunk));
+	s->zchunks = take(&k, (size_t)(s->nzchunks ? s->nzchunks : 1) * sizeof(struct mt_chunk));
 	s->partial = take(&k, (size_t)s->nchunks * sizeof(double));
 	s->sumsq = take(&k, 2 * sizeof(double));
 	take(&k, workspace_bytes());
@@ -412,7 +472,7 @@ static void cuda_free(struct mt_backend *b)
 		mt_nccl_close(s->nccl, 1);
 		ppx_close(s);
 		free(s->bev), mt_ddp_plan_free(&s->plan), free(s->g_cnt), free(s->slots), free(s->ev), free(s->evcat);
-		free(s->h_count), free(s->h_hit);
+		free(s->h_count), free(s->h_hit), free(s->gfresh);
 		if (!s->h_pin)
 			free(s->h_u); /* page-locked: left to the process's end (no CUDA call here) */
 		free(s);
@@ -463,7 +523,7 @@ static void cuda_free(struct mt_backend *b)
 	else
 		free(s->h_u);
 	free(s->h_a), free(s->h_b), free(s->h_16), free(s->h_cmx), free(s->h_csum), free(s->h_d), free(s->h_partial);
-	free(s->chunk_norm);
+	free(s->chunk_norm), free(s->gfresh);
 	free(s);
 	b->state = NULL;
 }
@@ -796,6 +856,10 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 		return -1;
 	nchunks = mt_ddp_plan_chunks(&s->plan, t, NULL, &s->npiece_chunks);
 	s->nchunks = nchunks;
+	s->first_write = !s->o.inference && !(getenv("MT_CUDA_FIRST_WRITE") && !atoi(getenv("MT_CUDA_FIRST_WRITE")));
+	s->nzchunks = zero_chunks(s, NULL);
+	if (!(s->gfresh = calloc((size_t)t->n + 1, 1)))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	s->slots = calloc((size_t)(s->nslots ? s->nslots : 1), sizeof(*s->slots));
 	s->h_count = calloc((size_t)s->V + 1, sizeof(int32_t));
 	s->h_hit = malloc((size_t)s->N * sizeof(int32_t));
@@ -897,6 +961,16 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 			cs[(tt * (s->hd / 2) + i) * 2 + 1] = (float)sin(ang);
 		}
 	e = cudaMemcpy(s->chunks, hc, (size_t)nchunks * sizeof(*hc), cudaMemcpyHostToDevice);
+	free(hc);
+	hc = NULL;
+	if (e == cudaSuccess && s->nzchunks) {
+		if (!(hc = malloc((size_t)s->nzchunks * sizeof(*hc)))) {
+			free(cs);
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		}
+		zero_chunks(s, hc);
+		e = cudaMemcpy(s->zchunks, hc, (size_t)s->nzchunks * sizeof(*hc), cudaMemcpyHostToDevice);
+	}
 	if (e == cudaSuccess)
 		e = cudaMemcpy(s->rope_cs, cs, (size_t)s->T * (size_t)s->hd * sizeof(float), cudaMemcpyHostToDevice);
 	free(hc);
@@ -988,8 +1062,28 @@ static void cuda_zero_grad(struct mt_backend *b)
 {
 	struct cu *s = b->state;
 
-	if (cudaMemset(s->g, 0, s->bytes[1]) != cudaSuccess)
-		rt_check(s, cudaGetLastError(), "cudaMemset", __LINE__);
+	if (!s->first_write) {
+		if (cudaMemset(s->g, 0, s->bytes[1]) != cudaSuccess)
+			rt_check(s, cudaGetLastError(), "cudaMemset", __LINE__);
+		return;
+	}
+	for (int i = 0; i < s->t->n; i++)
+		s->gfresh[i] = overwritten(s, &s->t->p[i]);
+	if (s->nzchunks && mt_zero_chunks(s->zchunks, s->nzchunks, s->g))
+		fail_cuda(s);
+}
+
+/* zeroes the gradients no product has written since zero_grad (a step's gradient read
+ * whole: none are left after a pass, but a caller may read it without one) */
+static int grads_settle(struct cu *s)
+{
+	for (int i = 0; s->gfresh && i < s->t->n; i++)
+		if (s->gfresh[i]) {
+			const struct mt_param *p = &s->t->p[i];
+			s->gfresh[i] = 0;
+			RT(cudaMemsetAsync(s->g + p->offset, 0, (size_t)p->numel * sizeof(float), 0));
+		}
+	return 0;
 }
 
 /* ---- tensor parallelism's split points, staged through host memory ---- */
@@ -1188,7 +1282,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	if (dsave)
 		RT(cudaMemcpyAsync(dsave[0], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	else
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dfull, sl->act, s->N, s->f, s->h));
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dfull, sl->act, s->N, s->f, s->h, gadd(s, l, MT_P_FC2_W)));
 	if ((gb = gp(s, l, MT_P_FC2_B)) && !s->dres_summed)
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
 	s->dres_summed = 0;
@@ -1204,7 +1298,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	} else {
 		if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
 			return -1;
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, in, s->N, s->h, s->fc1));
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, in, s->N, s->h, s->fc1, gadd(s, l, MT_P_FC1_W)));
 	}
 	if ((gb = gp(s, l, MT_P_FC1_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
@@ -1220,21 +1314,20 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	if (dsave)
 		RT(cudaMemcpyAsync(dsave[2], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	else
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h));
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h, gadd(s, l, MT_P_PROJ_W)));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
 	/* the QKV bias gradient comes with the attention's backward where no rotation follows
 	 * (the sm_90a kernels sum it as they go) */
 	gb = qkv_bias_fused(s) ? gp(s, l, MT_P_QKV_B) : NULL;
 	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
-			   (int)s->ng, (int)s->hd, gb, s->dsum));
-	if (c->position_embedding_type == MT_POS_ROPE)
-		KP(P_ACT, mt_rope(dt, s->dbig, s->rope_cs, s->N, s->T, (int)s->np, (int)s->ng, (int)s->hd, 1));
+			   (int)s->ng, (int)s->hd, gb, s->dsum,
+			   c->position_embedding_type == MT_POS_ROPE ? s->rope_cs : NULL));
 	if (dsave) {
 		RT(cudaMemcpyAsync(dsave[3], s->dbig, (size_t)(s->N * s->qkv) * s->es, cudaMemcpyDeviceToDevice, 0));
 	} else {
 		if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
 			return -1;
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, in, s->N, s->h, s->qkv));
+		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, in, s->N, s->h, s->qkv, gadd(s, l, MT_P_QKV_W)));
 	}
 	if (!qkv_bias_fused(s) && (gb = gp(s, l, MT_P_QKV_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
@@ -1259,14 +1352,14 @@ static int layer_w(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	int tp = s->tpn > 1;
 	void *in;
 
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dsave[0], sl->act, s->N, s->f, s->h));
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dsave[0], sl->act, s->N, s->f, s->h, gadd(s, l, MT_P_FC2_W)));
 	if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
 		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), dsave[1], in, s->N, s->h, s->fc1));
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dsave[2], sl->atty, s->N, s->q, s->h));
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), dsave[1], in, s->N, s->h, s->fc1, gadd(s, l, MT_P_FC1_W)));
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dsave[2], sl->atty, s->N, s->q, s->h, gadd(s, l, MT_P_PROJ_W)));
 	if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
 		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), dsave[3], in, s->N, s->h, s->qkv));
+	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), dsave[3], in, s->N, s->h, s->qkv, gadd(s, l, MT_P_QKV_W)));
 	return 0;
 }
 
@@ -1469,7 +1562,8 @@ static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
 			KP(P_CLASS, mt_classifier(dt, s->logits, s->rowloss + r0, s->tgt + r0, rows, s->V, backward, gs));
 		}
 		if (backward) {
-			KP(P_MM_OUT, mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V));
+			KP(P_MM_OUT, mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V,
+						     gadd(s, -1, untied ? MT_P_OUTPUT : MT_P_WORD_EMB)));
 			KP(P_MM_OUT, mt_linear_bwd_in(s->lt, dt, row(s, s->tpn > 1 ? s->part : dln, r0, s->h), s->logits, wout,
 						      rows, s->h, s->V, 0));
 		}
@@ -2176,7 +2270,7 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 	s->gclip = 1.0f;
 	*norm = 0;
 	*nonfinite = 1;
-	if (s->failed)
+	if (s->failed || grads_settle(s))
 		return failed_err(s, err);
 	if (s->stage && stage_reduce(s))
 		return failed_err(s, err);
@@ -2349,7 +2443,11 @@ static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, 
 static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
 {
 	struct cu *s = b->state;
-	cudaError_t e = cudaMemcpy(g, s->g, (size_t)s->t->total * sizeof(float), cudaMemcpyDeviceToHost);
+	cudaError_t e;
+
+	if (grads_settle(s))
+		return mt_err_set(err, MT_EXIT_IO, "zeroing the gradient: %s", mt_cuda_error());
+	e = cudaMemcpy(g, s->g, (size_t)s->t->total * sizeof(float), cudaMemcpyDeviceToHost);
 
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "copying the gradient from the GPU: %s", cudaGetErrorString(e));

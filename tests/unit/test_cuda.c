@@ -193,7 +193,7 @@ static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
 			ref[n * IN + i] = s;
 		}
 	CHECK(dx.h, ref, N * IN, dt, "linear bwd input");
-	ok(!mt_linear_bwd_w(lt, dt, dW.d, dy.d, x.d, N, IN, O), "linear bwd weight runs");
+	ok(!mt_linear_bwd_w(lt, dt, dW.d, dy.d, x.d, N, IN, O, 1), "linear bwd weight runs");
 	fetch(&dW);
 	for (int64_t o = 0; o < O; o++)
 		for (int64_t i = 0; i < IN; i++) {
@@ -203,6 +203,12 @@ static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
 			ref[o * IN + i] = s;
 		}
 	CHECK(dW.h, ref, O * IN, MT_F32, dt == MT_F32 ? "linear bwd weight (accumulated)" : "linear bwd weight from bf16");
+	/* the first product of a step: dW's old contents (the sum above) neither read nor kept */
+	ok(!mt_linear_bwd_w(lt, dt, dW.d, dy.d, x.d, N, IN, O, 0), "linear bwd weight (overwriting) runs");
+	fetch(&dW);
+	for (int64_t k = 0; k < O * IN; k++)
+		ref[k] -= dW0[k];
+	CHECK(dW.h, ref, O * IN, MT_F32, "linear bwd weight (overwriting)");
 	drop(&x), drop(&W), drop(&b), drop(&r), drop(&y), drop(&dy), drop(&dx), drop(&dW);
 	free(ref), free(dW0);
 }
@@ -737,7 +743,7 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, ng, hd, 1) * 4);
 	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs: %s", mt_cuda_error());
 	fetch(&y);
-	ok(!mt_attention_bwd(dt, dqkv.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, db.d, scr), "attention bwd runs");
+	ok(!mt_attention_bwd(dt, dqkv.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, db.d, scr, NULL), "attention bwd runs");
 	for (int64_t c = 0; c < row; c++)
 		rb[c] = db.h[c];
 	fetch(&dqkv), fetch(&db);
@@ -813,11 +819,11 @@ static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int n
 	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, ng, hd, 1) * 4);
 	cudaMemset(b0.d, 0, (size_t)row * 4), cudaMemset(b1.d, 0, (size_t)row * 4), cudaMemset(b2.d, 0, (size_t)row * 4);
 	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs");
-	ok(!mt_attention_bwd(dt, d0.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b0.d, scr), "attention bwd runs (default)");
+	ok(!mt_attention_bwd(dt, d0.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b0.d, scr, NULL), "attention bwd runs (default)");
 	mt_attention_deterministic = 1;
-	ok(!mt_attention_bwd(dt, d1.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b1.d, scr),
+	ok(!mt_attention_bwd(dt, d1.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b1.d, scr, NULL),
 	   "attention bwd runs (fixed order)");
-	ok(!mt_attention_bwd(dt, d2.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b2.d, scr), "attention bwd runs again");
+	ok(!mt_attention_bwd(dt, d2.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b2.d, scr, NULL), "attention bwd runs again");
 	mt_attention_deterministic = 0;
 	fetch(&d0), fetch(&d1), fetch(&d2), fetch(&b0), fetch(&b1), fetch(&b2);
 	same = !memcmp(d1.h, d2.h, (size_t)(N * row) * 4) && !memcmp(b1.h, b2.h, (size_t)row * 4);
@@ -832,6 +838,56 @@ static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int n
 	cudaFree(scr);
 	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&d0), drop(&d1), drop(&d2), drop(&b0), drop(&b1), drop(&b2);
 	free(ref);
+}
+
+/* rope: the backward's query and key gradients through the rotation's inverse, as the
+ * backward without it and mt_rope after it give them (the sm_90a kernels rotate in fp32
+ * before rounding, so bf16 and fp16 agree to their rounding), and the bias gradient of the
+ * rotated values; in both orders of adding dQ */
+static void test_attention_rope(enum mt_dtype dt, int B, int T, int np, int ng, int hd)
+{
+	int64_t row = (np + 2 * ng) * hd, N = (int64_t)B * T, q = (int64_t)np * hd;
+	struct buf qkv = mk(dt, N * row, 1.5), y = out(dt, N * q), lse = out(MT_F32, N * np), dy = mk(dt, N * q, 1);
+	struct buf d0 = out(dt, N * row), d1 = out(dt, N * row), b1 = out(MT_F32, row);
+	double *ref = malloc((size_t)(N * row) * 8);
+	float *cs = malloc((size_t)T * hd * 4), *dcs, *scr;
+	char what[96];
+
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < hd / 2; i++) {
+			double a = t * pow(10000.0, -2.0 * i / hd);
+			cs[(t * hd / 2 + i) * 2] = (float)cos(a), cs[(t * hd / 2 + i) * 2 + 1] = (float)sin(a);
+		}
+	cudaMalloc((void **)&dcs, (size_t)T * hd * 4);
+	cudaMemcpy(dcs, cs, (size_t)T * hd * 4, cudaMemcpyHostToDevice);
+	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, ng, hd, 1) * 4);
+	ok(!mt_attention_fwd(dt, y.d, lse.d, qkv.d, B, T, np, ng, hd), "attention fwd runs");
+	for (int det = 0; det < 2; det++) {
+		mt_attention_deterministic = det;
+		cudaMemset(b1.d, 0, (size_t)row * 4);
+		ok(!mt_attention_bwd(dt, d0.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, NULL, scr, NULL) &&
+		   !mt_rope(dt, d0.d, dcs, N, T, np, ng, hd, 1), "attention bwd, then rope's inverse, runs");
+		ok(!mt_attention_bwd(dt, d1.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b1.d, scr, dcs),
+		   "attention bwd with rope runs: %s", mt_cuda_error());
+		fetch(&d0), fetch(&d1), fetch(&b1);
+		for (int64_t k = 0; k < N * row; k++)
+			ref[k] = d0.h[k];
+		snprintf(what, sizeof(what), "attention bwd with rope B%d T%d heads %d/%d hd %d%s", B, T, np, ng, hd,
+			 det ? " (fixed order)" : "");
+		CHECK(d1.h, ref, N * row, dt, what);
+		for (int64_t c = 0; c < row; c++)
+			ref[c] = 0;
+		for (int64_t n = 0; n < N; n++)
+			for (int64_t c = 0; c < row; c++)
+				ref[c] += d1.h[n * row + c];
+		snprintf(what, sizeof(what), "attention bwd with rope B%d T%d hd %d%s, QKV bias gradient", B, T, hd,
+			 det ? " (fixed order)" : "");
+		CHECK(b1.h, ref, row, MT_F32, what);
+	}
+	mt_attention_deterministic = 0;
+	cudaFree(scr), cudaFree(dcs);
+	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&d0), drop(&d1), drop(&b1);
+	free(ref), free(cs);
 }
 
 static void test_rope_embed_classifier(enum mt_dtype dt)
@@ -1295,6 +1351,29 @@ static void test_adamw(void)
 	}
 	ok(fabs(got - want) / want < 1e-6, "sumsq (scaled in place): %.12g against %.12g", got, want);
 	{
+		/* the same values from an odd start (a ZeRO shard's edge: no 16-byte loads) sum to
+		 * the same bits */
+		float *gh = malloc((size_t)(n + 1) * 4), *gd;
+		struct mt_chunk uc[4];
+		double got1 = 0;
+		cudaMalloc((void **)&gd, (size_t)(n + 1) * 4);
+		cudaMemcpy(gh + 1, g.d, (size_t)n * 4, cudaMemcpyDeviceToHost);
+		gh[0] = 1e30f;
+		cudaMemcpy(gd, gh, (size_t)(n + 1) * 4, cudaMemcpyHostToDevice);
+		for (int64_t j = 0; j < nch; j++)
+			uc[j] = (struct mt_chunk){ ch[j].start + 1, ch[j].len, 0, 0 };
+		cudaMemcpy(dch, ch, sizeof(ch), cudaMemcpyHostToDevice);
+		ok(!mt_grad_sumsq_dev(dch, nch, g.d, 1.0f, part, sq), "sumsq runs (aligned)");
+		cudaMemcpy(&got, sq, 8, cudaMemcpyDeviceToHost);
+		cudaMemcpy(dch, uc, sizeof(uc), cudaMemcpyHostToDevice);
+		ok(!mt_grad_sumsq_dev(dch, nch, gd, 1.0f, part, sq), "sumsq runs (odd start)");
+		cudaMemcpy(&got1, sq, 8, cudaMemcpyDeviceToHost);
+		ok(memcmp(&got, &got1, 8) == 0, "sumsq: the same bits from an odd start (%.17g, %.17g)", got, got1);
+		cudaMemcpy(dch, ch, sizeof(ch), cudaMemcpyHostToDevice);
+		cudaFree(gd);
+		free(gh);
+	}
+	{
 		/* a sharded optimizer: a slice [lo, lo + len) of the gradient and the compute copy,
 		 * master weights and moments of the slice alone (mstart from 0) */
 		int64_t lo = 70001, len = 70000, nc = 0;
@@ -1567,6 +1646,11 @@ int main(void)
 	test_attention(MT_F16, 2, 300, 6, 2, 64);
 	test_attention(MT_F16, 1, 1000, 2, 2, 64);
 	test_attention(MT_F16, 1, 200, 4, 2, 128);
+	/* the rotation's inverse in the backward (fused on sm_90a; mt_rope after elsewhere) */
+	test_attention_rope(MT_BF16, 2, 300, 6, 2, 64);
+	test_attention_rope(MT_BF16, 1, 1000, 4, 2, 128);
+	test_attention_rope(MT_F16, 1, 200, 4, 2, 128);
+	test_attention_rope(MT_F32, 1, 70, 4, 2, 16);
 	test_adamw();
 	test_classifier_score_refuses();
 	test_dlin_refuses();
