@@ -120,9 +120,11 @@ __device__ __forceinline__ void nbar_sync(int id, int n) { asm volatile("bar.syn
 __device__ __forceinline__ void nbar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 #endif
 
-// stages of the key/value ring: three at head size 64, two at 128 (shared memory)
-template <int HD> __host__ __device__ constexpr int stages() { return HD <= 64 ? 3 : 2; }
-template <int HD> constexpr size_t fwd_smem() { return (size_t)BQ * HD * 2 + 2 * stages<HD>() * (size_t)BK * HD * 2 + 64 + 1024; }
+// stages of the key/value ring: three (at head size 128 that is 224 KB of shared memory with
+// the query tile; two there made the Llama-style forward 25% slower on an H100: the
+// producer could load only one tile ahead)
+template <int HD> __host__ __device__ constexpr int stages() { return 3; }
+template <int HD, int NS> constexpr size_t fwd_smem() { return (size_t)BQ * HD * 2 + 2 * NS * (size_t)BK * HD * 2 + 64 + 1024; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // the online softmax of one tile's scores s (keys from j0; masked: the keys after a row or
@@ -237,12 +239,12 @@ template <typename T, int HD> __device__ __forceinline__ void fwd_pv(float *o, u
 // its barriers' set-up or the first tiles' latency per item. At 128 the loop's state
 // would not fit the registers (ptxas serializes the products): a block an item there.
 template <int HD> __host__ __device__ constexpr bool persist() { return HD == 64; }
-template <typename T, int HD, bool PP>
+template <typename T, int HD, bool PP, int NS>
 __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g, int B,
 						      int gh)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = stages<HD>();
+	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2;
 	constexpr bool PERSIST = persist<HD>();
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
@@ -1090,9 +1092,13 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	CUtensorMap tm;
 	int row = (np + 2 * ng) * HD;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
-	size_t smem = fwd_smem<HD>();
+	// MT_ATTN_FWD_STAGES: the other count (head size 64: 4, 128: 2), for comparisons
+	constexpr int NS0 = stages<HD>(), NS1 = HD == 64 ? 4 : 2;
+	static const bool other = env_is("MT_ATTN_FWD_STAGES", HD == 64 ? "4" : "2");
+	size_t smem = other ? fwd_smem<HD, NS1>() : fwd_smem<HD, NS0>();
 	static const bool pp = !env_is("MT_ATTN_PINGPONG", "0"); // 0: the warpgroups issue as they come
-	auto kern = pp ? fa3_fwd<T, HD, true> : fa3_fwd<T, HD, false>;
+	auto kern = other ? (pp ? fa3_fwd<T, HD, true, NS1> : fa3_fwd<T, HD, false, NS1>)
+			  : (pp ? fa3_fwd<T, HD, true, NS0> : fa3_fwd<T, HD, false, NS0>);
 
 	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
 		return -1;
