@@ -946,7 +946,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 // column sums too (the query bias gradients' share; fp32 before rounding, rows past the
 // sequence left out): the thread's rows, then its column's threads in order.
 // With rope, the inverse rotation of each query position: column c's partner c + HD / 2 is
-// with the thread CP / 2 lanes away.
+// with the thread CP / 2 lanes away (every lane then runs every row, the rows past the
+// sequence too, which the tile holds: the shuffles take the whole warp).
 template <typename T, int HD>
 __global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *pq, geo90 g, int nqt, const float *rope)
 {
@@ -961,7 +962,8 @@ __global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *
 #pragma unroll
 	for (int p = 0; p < NP; p++) {
 		int r = r0 + p * RP, q = qt * BM + r;
-		if (q >= g.T)
+		bool in = q < g.T;
+		if (!rope && !in)
 			break;
 		float4 a = *(const float4 *)(ta + r * HD + (((2 * j) ^ (r & 7)) * 4));
 		float4 c = *(const float4 *)(ta + r * HD + (((2 * j + 1) ^ (r & 7)) * 4));
@@ -969,10 +971,10 @@ __global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *
 		if (rope) {
 			float x[8] = { a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w }, y[8];
 			bool lo = j < CP / 2;
-			const float4 *cs4 = (const float4 *)(rope + (int64_t)q * HD + 2 * (8 * (j % (CP / 2))));
+			const float4 *cs4 = (const float4 *)(rope + (int64_t)(in ? q : g.T - 1) * HD + 2 * (8 * (j % (CP / 2))));
 #pragma unroll
 			for (int k = 0; k < 8; k++)
-				y[k] = __shfl_xor_sync(__activemask(), x[k], CP / 2); // (a row's lanes go on together)
+				y[k] = __shfl_xor_sync(0xffffffffu, x[k], CP / 2);
 #pragma unroll
 			for (int k = 0; k < 4; k++) {
 				float4 t = cs4[k]; // cos, sin of columns 2k and 2k + 1 of the eight
@@ -980,6 +982,8 @@ __global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *
 				x[2 * k + 1] = lo ? x[2 * k + 1] * t.z + y[2 * k + 1] * t.w : x[2 * k + 1] * t.z - y[2 * k + 1] * t.w;
 			}
 			a = make_float4(x[0], x[1], x[2], x[3]), c = make_float4(x[4], x[5], x[6], x[7]);
+			if (!in)
+				continue;
 		}
 		o.x = pack2<T>(a.x, a.y), o.y = pack2<T>(a.z, a.w), o.z = pack2<T>(c.x, c.y), o.w = pack2<T>(c.z, c.w);
 		*(uint4 *)(base + (int64_t)q * g.row) = o;
