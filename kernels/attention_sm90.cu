@@ -123,7 +123,7 @@ __device__ __forceinline__ void nbar_arrive(int id, int n) { asm volatile("bar.a
 // stages of the key/value ring: three (at head size 128 that is 224 KB of shared memory with
 // the query tile; two there made the Llama-style forward 25% slower on an H100: the
 // producer could load only one tile ahead)
-template <int HD> __host__ __device__ constexpr int stages() { return 3; }
+constexpr int FWD_STAGES = 3;
 template <int HD, int NS> constexpr size_t fwd_smem() { return (size_t)BQ * HD * 2 + 2 * NS * (size_t)BK * HD * 2 + 64 + 1024; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1097,7 +1097,7 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	int row = (np + 2 * ng) * HD;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	// MT_ATTN_FWD_STAGES: the other count (head size 64: 4, 128: 2), for comparisons
-	constexpr int NS0 = stages<HD>(), NS1 = HD == 64 ? 4 : 2;
+	constexpr int NS0 = FWD_STAGES, NS1 = HD == 64 ? 4 : 2;
 	static const bool other = env_is("MT_ATTN_FWD_STAGES", HD == 64 ? "4" : "2");
 	size_t smem = other ? fwd_smem<HD, NS1>() : fwd_smem<HD, NS0>();
 	static const bool pp = !env_is("MT_ATTN_PINGPONG", "0"); // 0: the warpgroups issue as they come

@@ -295,17 +295,16 @@ static int64_t zero_chunks(const struct cu *s, struct mt_chunk *out)
 	return n;
 }
 
-/* whether a weight-gradient product adds to the parameter's gradient (1) or is its first
- * this step (0, and no longer after this call: see zero_grad) */
-static int gadd(struct cu *s, int layer, enum mt_param_kind k)
+/* dW += dout^T in for the gradient of a parameter (layer, kind), or dW = dout^T in for the
+ * step's first product of it (see zero_grad) */
+static int lin_bwd_w(struct cu *s, int layer, enum mt_param_kind k, const void *dout, const void *in, int64_t N,
+		     int64_t IN, int64_t O)
 {
 	const struct mt_param *p = mt_params_get(s->t, layer, k);
-	int i = (int)(p - s->t->p);
+	int i = (int)(p - s->t->p), add = !s->gfresh[i];
 
-	if (!s->gfresh[i])
-		return 1;
 	s->gfresh[i] = 0;
-	return 0;
+	return mt_linear_bwd_w(s->lt, s->dt, s->g + p->offset, dout, in, N, IN, O, add);
 }
 
 /* whether the attention's backward adds the QKV bias gradient (a bias, and no rotation of
@@ -1297,7 +1296,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	if (dsave)
 		RT(cudaMemcpyAsync(dsave[0], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	else
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dfull, sl->act, s->N, s->f, s->h, gadd(s, l, MT_P_FC2_W)));
+		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC2_W, dfull, sl->act, s->N, s->f, s->h));
 	if ((gb = gp(s, l, MT_P_FC2_B)) && !s->dres_summed)
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dres, s->Nr, s->h, s->scratch));
 	s->dres_summed = 0;
@@ -1313,7 +1312,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	} else {
 		if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
 			return -1;
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), s->dbig, in, s->N, s->h, s->fc1, gadd(s, l, MT_P_FC1_W)));
+		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, s->dbig, in, s->N, s->h, s->fc1));
 	}
 	if ((gb = gp(s, l, MT_P_FC1_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
@@ -1329,7 +1328,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	if (dsave)
 		RT(cudaMemcpyAsync(dsave[2], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	else
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dfull, sl->atty, s->N, s->q, s->h, gadd(s, l, MT_P_PROJ_W)));
+		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_PROJ_W, dfull, sl->atty, s->N, s->q, s->h));
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->dsmall, dfull, wp(s, l, MT_P_PROJ_W), s->N, s->q, s->h, 0));
 	/* the QKV bias gradient comes with the attention's backward where no rotation follows
 	 * (the sm_90a kernels sum it as they go) */
@@ -1342,7 +1341,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	} else {
 		if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
 			return -1;
-		KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), s->dbig, in, s->N, s->h, s->qkv, gadd(s, l, MT_P_QKV_W)));
+		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, s->dbig, in, s->N, s->h, s->qkv));
 	}
 	if (!qkv_bias_fused(s) && (gb = gp(s, l, MT_P_QKV_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
@@ -1363,18 +1362,17 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
  * column-parallel ones gathered again under sequence parallelism) */
 static int layer_w(struct cu *s, int l, struct slot *sl, void *const *dsave)
 {
-	enum mt_dtype dt = s->dt;
 	int tp = s->tpn > 1;
 	void *in;
 
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC2_W), dsave[0], sl->act, s->N, s->f, s->h, gadd(s, l, MT_P_FC2_W)));
+	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC2_W, dsave[0], sl->act, s->N, s->f, s->h));
 	if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
 		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_FC1_W), dsave[1], in, s->N, s->h, s->fc1, gadd(s, l, MT_P_FC1_W)));
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_PROJ_W), dsave[2], sl->atty, s->N, s->q, s->h, gadd(s, l, MT_P_PROJ_W)));
+	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, dsave[1], in, s->N, s->h, s->fc1));
+	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_PROJ_W, dsave[2], sl->atty, s->N, s->q, s->h));
 	if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
 		return -1;
-	KP(P_MM_DW, mt_linear_bwd_w(s->lt, dt, gp(s, l, MT_P_QKV_W), dsave[3], in, s->N, s->h, s->qkv, gadd(s, l, MT_P_QKV_W)));
+	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, dsave[3], in, s->N, s->h, s->qkv));
 	return 0;
 }
 
@@ -1534,7 +1532,6 @@ static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
 	enum mt_dtype dt = s->dt;
 	int untied = c->untie_embeddings_and_output_weights;
 	void *wout = untied ? wp(s, -1, MT_P_OUTPUT) : wp(s, -1, MT_P_WORD_EMB);
-	float *gout = untied ? gp(s, -1, MT_P_OUTPUT) : gp(s, -1, MT_P_WORD_EMB);
 	void *lnf;
 
 	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->Nr, s->h,
@@ -1577,8 +1574,7 @@ static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
 			KP(P_CLASS, mt_classifier(dt, s->logits, s->rowloss + r0, s->tgt + r0, rows, s->V, backward, gs));
 		}
 		if (backward) {
-			KP(P_MM_OUT, mt_linear_bwd_w(s->lt, dt, gout, s->logits, x, rows, s->h, s->V,
-						     gadd(s, -1, untied ? MT_P_OUTPUT : MT_P_WORD_EMB)));
+			KP(P_MM_OUT, lin_bwd_w(s, -1, untied ? MT_P_OUTPUT : MT_P_WORD_EMB, s->logits, x, rows, s->h, s->V));
 			KP(P_MM_OUT, mt_linear_bwd_in(s->lt, dt, row(s, s->tpn > 1 ? s->part : dln, r0, s->h), s->logits, wout,
 						      rows, s->h, s->V, 0));
 		}

@@ -840,6 +840,16 @@ static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int n
 	free(ref);
 }
 
+/* the rotary table (rope.h): cos, sin of position t and pair i at cs[(t * hd / 2 + i) * 2] */
+static void rope_table(float *cs, int T, int hd)
+{
+	for (int t = 0; t < T; t++)
+		for (int i = 0; i < hd / 2; i++) {
+			double a = t * pow(10000.0, -2.0 * i / hd);
+			cs[(t * hd / 2 + i) * 2] = (float)cos(a), cs[(t * hd / 2 + i) * 2 + 1] = (float)sin(a);
+		}
+}
+
 /* rope: the backward's query and key gradients through the rotation's inverse, as the
  * backward without it and mt_rope after it give them (the sm_90a kernels rotate in fp32
  * before rounding, so bf16 and fp16 agree to their rounding), and the bias gradient of the
@@ -853,11 +863,7 @@ static void test_attention_rope(enum mt_dtype dt, int B, int T, int np, int ng, 
 	float *cs = malloc((size_t)T * hd * 4), *dcs, *scr;
 	char what[96];
 
-	for (int t = 0; t < T; t++)
-		for (int i = 0; i < hd / 2; i++) {
-			double a = t * pow(10000.0, -2.0 * i / hd);
-			cs[(t * hd / 2 + i) * 2] = (float)cos(a), cs[(t * hd / 2 + i) * 2 + 1] = (float)sin(a);
-		}
+	rope_table(cs, T, hd);
 	cudaMalloc((void **)&dcs, (size_t)T * hd * 4);
 	cudaMemcpy(dcs, cs, (size_t)T * hd * 4, cudaMemcpyHostToDevice);
 	cudaMalloc((void **)&scr, (size_t)mt_attention_bwd_scratch_floats(dt, B, T, np, ng, hd, 1) * 4);
@@ -903,11 +909,7 @@ static void test_rope_embed_classifier(enum mt_dtype dt)
 	int nu = 0;
 
 	memcpy(orig, qkv.h, (size_t)(N * row) * 4);
-	for (int t = 0; t < T; t++)
-		for (int i = 0; i < hd / 2; i++) {
-			double a = t * pow(10000.0, -2.0 * i / hd);
-			cs[(t * hd / 2 + i) * 2] = (float)cos(a), cs[(t * hd / 2 + i) * 2 + 1] = (float)sin(a);
-		}
+	rope_table(cs, T, hd);
 	cudaMalloc((void **)&dcs, (size_t)(T * hd) * 4);
 	cudaMemcpy(dcs, cs, (size_t)(T * hd) * 4, cudaMemcpyHostToDevice);
 	ok(!mt_rope(dt, qkv.d, dcs, N, T, np, ng, hd, 0), "rope runs");
