@@ -587,7 +587,7 @@ template <typename T, int HD, int MODE>
 __global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g, float *dqacc,
-		    int *turn, float *pk, const float *rope)
+		    int *turn, float *pk, const float *rope, int gh)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2, DQB = BM * HD * 4;
@@ -602,8 +602,17 @@ __global__ void __launch_bounds__(THREADS, 1)
 	uint32_t sdq = sds + (MODE ? BM * BK * 2 : 0), bars = sdq + (MODE ? 2 * DQB : 0);
 	float *cols = (float *)(smraw + (so0 + 2 * QB - smem_u32(smraw))); // [consumer][2 buffers][lse2, D][BM]
 	uint32_t kvbar = bars, full0 = bars + 8, empty0 = bars + 8 + 16;
-	// in a fixed order the last key block adds first: its blocks start first
+	// in a fixed order the last key block adds first: its blocks start first. Otherwise, with
+	// gh > 0, the blocks start in groups of gh (group, batch) pairs, every key block of a group
+	// before the next group's and the longest first within it (key block 0 has the most
+	// query tiles): the last blocks to start are short ones, where one key block after
+	// another of each pair left the longest blocks to the end
 	int wg = threadIdx.x / 128, kb = MODE == 2 ? gridDim.x - 1 - blockIdx.x : blockIdx.x, grp = blockIdx.y, b = blockIdx.z;
+	if (MODE != 2 && gh > 0) {
+		int L = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z), np2 = gridDim.y * gridDim.z;
+		int c0 = L / (gh * gridDim.x) * gh, cs = min(gh, np2 - c0), o = L - c0 * gridDim.x, pair = c0 + o % cs;
+		kb = o / cs, grp = pair % gridDim.y, b = pair / gridDim.y;
+	}
 	int k0 = kb * BK, qt0 = k0 / BM, nqt = (g.T + BM - 1) / BM, per = g.per, ntile = per * (nqt - qt0);
 	int kcol = (grp * (per + 2) + per) * HD, vcol = kcol + HD;
 
@@ -1168,9 +1177,14 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	bwd_dsum<T, HD><<<(unsigned)(((int64_t)rows * np * (HD / 8) + 255) / 256), 256, 0, MT_STREAM>>>(
 		D, (const T *)dy, (const T *)y, rows, np, T_);
 	MT_LAUNCH_CHECK("attention");
+	// the key/value blocks' order (MODE 1): groups of as many (group, batch) pairs as make
+	// about one block an SM, the longest blocks of a group first (MT_ATTN_ORDER=0: one pair's
+	// key blocks after another's, for comparisons)
+	static const bool order = !env_is("MT_ATTN_ORDER", "0");
+	int gh = order ? std::max(1, sm_count() / nkb) : 0;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
 	fa3_bwd_dkv<T, HD, MODE><<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
-		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr);
+		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr, gh);
 	MT_LAUNCH_CHECK("attention");
 	if constexpr (MODE != 0) {
 		dq_out<T, HD><<<(unsigned)((int64_t)B * np * nqt), 256, 0, MT_STREAM>>>((T *)dqkv, sc.acc, fuse ? sc.pq : NULL, g,
