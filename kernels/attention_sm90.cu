@@ -714,31 +714,41 @@ __global__ void __launch_bounds__(THREADS, 1)
 		if (t + 1 < ntile)
 			cols_load(t + 1);
 		mbar_wait(full0 + 8 * s, (t >> 1) & 1);
-		ss_kmajor<T, BM, HD>(st, sk + c * 64 * 128, BK, sq, BM);
-		ss_kmajor<T, BM, HD>(dp, sv + c * 64 * 128, BK, so, BM);
-		wgmma_wait<0>();
-		wgmma_hold<BM / 2>(st);
-		wgmma_hold<BM / 2>(dp);
-		bool mask = q0 < k0 + 64 * c + 63 || q0 + BM > g.T || k0 + BK > g.T;
+		// at 64 queries a tile, the first tile of a key block lies wholly before the second
+		// warpgroup's keys: its P and dS are zero, and only its (zero) part of dS is stored
+		if (BM < BK && k0 + 64 * c >= q0 + BM) {
 #pragma unroll
-		for (int kk = 0; kk < BM / 16; kk++)
+			for (int kk = 0; kk < BM / 16; kk++)
 #pragma unroll
-			for (int r = 0; r < 4; r++) {
-				int n = 2 * kk + r / 2, e = 2 * (r % 2), j = kr0 + 8 * (r % 2);
-				float p[2], ds[2];
+				for (int r = 0; r < 4; r++)
+					da[kk][r] = 0u;
+		} else {
+			ss_kmajor<T, BM, HD>(st, sk + c * 64 * 128, BK, sq, BM);
+			ss_kmajor<T, BM, HD>(dp, sv + c * 64 * 128, BK, so, BM);
+			wgmma_wait<0>();
+			wgmma_hold<BM / 2>(st);
+			wgmma_hold<BM / 2>(dp);
+			bool mask = q0 < k0 + 64 * c + 63 || q0 + BM > g.T || k0 + BK > g.T;
 #pragma unroll
-				for (int u = 0; u < 2; u++) {
-					int qc = 8 * n + tc + u, i = q0 + qc;
-					p[u] = ex2(st[4 * n + e + u] * g.sl2 - cl[qc]);
-					if (mask && (j > i || i >= g.T || j >= g.T))
-						p[u] = 0.0f;
-					ds[u] = p[u] * (dp[4 * n + e + u] - cl[BM + qc]) * g.scale;
+			for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+				for (int r = 0; r < 4; r++) {
+					int n = 2 * kk + r / 2, e = 2 * (r % 2), j = kr0 + 8 * (r % 2);
+					float p[2], ds[2];
+#pragma unroll
+					for (int u = 0; u < 2; u++) {
+						int qc = 8 * n + tc + u, i = q0 + qc;
+						p[u] = ex2(st[4 * n + e + u] * g.sl2 - cl[qc]);
+						if (mask && (j > i || i >= g.T || j >= g.T))
+							p[u] = 0.0f;
+						ds[u] = p[u] * (dp[4 * n + e + u] - cl[BM + qc]) * g.scale;
+					}
+					pa[kk][r] = pack2<T>(p[0], p[1]);
+					da[kk][r] = pack2<T>(ds[0], ds[1]);
 				}
-				pa[kk][r] = pack2<T>(p[0], p[1]);
-				da[kk][r] = pack2<T>(ds[0], ds[1]);
-			}
-		rs_mn<T, HD, BM>(dv, pa, so);
-		rs_mn<T, HD, BM>(dk, da, sq);
+			rs_mn<T, HD, BM>(dv, pa, so);
+			rs_mn<T, HD, BM>(dk, da, sq);
+		}
 		if (MODE) {
 			// dS to shared memory, query rows of this warpgroup's 64 keys (16-byte chunk
 			// 2w + block % 2 of the row), once the last tile's dQ products are done
