@@ -25,6 +25,10 @@ extern int mt_attention_sm90;
  * the blocks finish (the last bits of dQ may differ from run to run); 1: in a fixed order,
  * bit-identical runs (mt-train --deterministic) */
 extern int mt_attention_deterministic;
+/* 0 (default): the sm_90a backward's key blocks start in groups of about SMs / key blocks
+ * (head group, batch) pairs, the longest first within a group; n > 0: groups of n pairs
+ * (tests: several groups at small sizes) */
+extern int mt_attention_bwd_group;
 /* the sm_90a forward: 0 when it ran, 1 when it does not apply here, -1 on a CUDA error */
 int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
 /* the sm_90a backward, the same way */

@@ -48,6 +48,7 @@
 
 extern "C" int mt_attention_sm90 = 1;
 extern "C" int mt_attention_deterministic = 0;
+extern "C" int mt_attention_bwd_group = 0;
 
 namespace {
 
@@ -1191,7 +1192,7 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	// about one block an SM, the longest blocks of a group first (MT_ATTN_ORDER=0: one pair's
 	// key blocks after another's, for comparisons)
 	static const bool order = !env_is("MT_ATTN_ORDER", "0");
-	int gh = order ? std::max(1, sm_count() / nkb) : 0;
+	int gh = !order ? 0 : mt_attention_bwd_group > 0 ? mt_attention_bwd_group : std::max(1, sm_count() / nkb);
 	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
 	fa3_bwd_dkv<T, HD, MODE><<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
 		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr, gh);

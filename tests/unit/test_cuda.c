@@ -1636,6 +1636,14 @@ int main(void)
 	test_attention(MT_BF16, 2, 1000, 4, 2, 64);
 	test_attention(MT_BF16, 1, 1000, 4, 2, 128);
 	mt_attention_deterministic = 0;
+	/* the sm_90a backward's block order in several groups of (head group, batch) pairs,
+	 * the last one short (the default's groups hold every pair at these sizes) */
+	mt_attention_bwd_group = 2;
+	test_attention(MT_BF16, 1, 300, 5, 5, 128);
+	test_attention(MT_BF16, 1, 300, 5, 5, 64);
+	mt_attention_bwd_group = 4;
+	test_attention(MT_BF16, 3, 300, 4, 2, 128);
+	mt_attention_bwd_group = 0;
 	test_attention_repeats(MT_BF16, 2, 1024, 4, 2, 64);
 	test_attention_repeats(MT_BF16, 1, 2000, 4, 2, 128);
 	/* on a Hopper device the cases above ran the sm_90a forward: the mma.sync one too */
