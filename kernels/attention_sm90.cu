@@ -125,7 +125,7 @@ __device__ __forceinline__ void nbar_arrive(int id, int n) { asm volatile("bar.a
 // the query tile; two there made the Llama-style forward 25% slower on an H100: the
 // producer could load only one tile ahead)
 constexpr int FWD_STAGES = 3;
-template <int HD, int NS> constexpr size_t fwd_smem() { return (size_t)BQ * HD * 2 + 2 * NS * (size_t)BK * HD * 2 + 64 + 1024; }
+template <int HD> constexpr size_t fwd_smem() { return (size_t)BQ * HD * 2 + 2 * FWD_STAGES * (size_t)BK * HD * 2 + 64 + 1024; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // the online softmax of one tile's scores s (keys from j0; masked: the keys after a row or
@@ -240,12 +240,12 @@ template <typename T, int HD> __device__ __forceinline__ void fwd_pv(float *o, u
 // its barriers' set-up or the first tiles' latency per item. At 128 the loop's state
 // would not fit the registers (ptxas serializes the products): a block an item there.
 template <int HD> __host__ __device__ constexpr bool persist() { return HD == 64; }
-template <typename T, int HD, bool PP, int NS>
+template <typename T, int HD, bool PP>
 __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g, int B,
 						      int gh)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2;
+	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = FWD_STAGES;
 	constexpr bool PERSIST = persist<HD>();
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
@@ -1116,13 +1116,9 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	CUtensorMap tm;
 	int row = (np + 2 * ng) * HD;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
-	// MT_ATTN_FWD_STAGES: the other count (head size 64: 4, 128: 2), for comparisons
-	constexpr int NS0 = FWD_STAGES, NS1 = HD == 64 ? 4 : 2;
-	static const bool other = env_is("MT_ATTN_FWD_STAGES", HD == 64 ? "4" : "2");
-	size_t smem = other ? fwd_smem<HD, NS1>() : fwd_smem<HD, NS0>();
+	size_t smem = fwd_smem<HD>();
 	static const bool pp = !env_is("MT_ATTN_PINGPONG", "0"); // 0: the warpgroups issue as they come
-	auto kern = other ? (pp ? fa3_fwd<T, HD, true, NS1> : fa3_fwd<T, HD, false, NS1>)
-			  : (pp ? fa3_fwd<T, HD, true, NS0> : fa3_fwd<T, HD, false, NS0>);
+	auto kern = pp ? fa3_fwd<T, HD, true> : fa3_fwd<T, HD, false>;
 
 	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
 		return -1;

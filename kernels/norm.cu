@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(256, NV <= 3 ? 3 : 2) norm_bwd_r(T *dx, int ac
 	__syncwarp();
 	for (int64_t r = r0 + wp; r < r1; r += 8) {
 		float mean = stats[2 * r], rstd = stats[2 * r + 1], sdy = 0, sdyx = 0;
-		int4 xv[NV], dv[NV], ov[EARLY ? NV : 1];
+		int4 xv[NV], dv[NV], ov[NV]; // ov unused (no registers) unless EARLY
 #pragma unroll
 		for (int j = 0; j < NV; j++) {
 			int i = (lane + 32 * j) * VN;
@@ -427,7 +427,7 @@ __global__ void __launch_bounds__(256, NV <= 3 ? 3 : 2) norm_bwd_r(T *dx, int ac
 				xv[j] = *(const int4 *)(x + r * h + i);
 				dv[j] = *(const int4 *)(dout + r * h + i);
 				if (EARLY && accumulate)
-					ov[EARLY ? j : 0] = *(const int4 *)(dx + r * h + i);
+					ov[j] = *(const int4 *)(dx + r * h + i);
 			}
 		}
 #pragma unroll
@@ -454,7 +454,7 @@ __global__ void __launch_bounds__(256, NV <= 3 ? 3 : 2) norm_bwd_r(T *dx, int ac
 				V::unpack(df, dv[j]);
 				V::load(wf, w + i);
 				if (accumulate)
-					V::unpack(of, EARLY ? ov[EARLY ? j : 0] : *(const int4 *)(dx + r * h + i));
+					V::unpack(of, EARLY ? ov[j] : *(const int4 *)(dx + r * h + i));
 				for (int k = 0; k < VN; k++) {
 					float xhat = (xf[k] - mean) * rstd, dy = df[k] * wf[k];
 					float g = rstd * (dy - (rms ? 0.0f : sdy) - xhat * sdyx);
