@@ -1184,7 +1184,7 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	bwd_dsum<T, HD><<<(unsigned)(((int64_t)rows * np * (HD / 8) + 255) / 256), 256, 0, MT_STREAM>>>(
 		D, (const T *)dy, (const T *)y, rows, np, T_);
 	MT_LAUNCH_CHECK("attention");
-	// the key/value blocks' order (MODE 1): groups of as many (group, batch) pairs as make
+	// the key/value blocks' order (not the fixed one): groups of as many (group, batch) pairs as make
 	// about one block an SM, the longest blocks of a group first (MT_ATTN_ORDER=0: one pair's
 	// key blocks after another's, for comparisons)
 	static const bool order = !env_is("MT_ATTN_ORDER", "0");
