@@ -12,8 +12,14 @@
 # token (P' = the parameters less GPT-2's position table, a lookup; the tied output layer
 # counted through the embedding) plus attention 12 L D T (causal masking not discounted),
 # over the H100 SXM dense bf16 peak: the formula and peak the PyTorch scripts print.
+#
+# mt-train runs with its matmul tuning (MT_CUDA_MATMUL_TUNING, docs/mt-train.md): a short run
+# first times cuBLASLt's candidates of each product under sustained load and writes its picks
+# (its time is printed, not counted), and the measured run reads them, as a user's runs after
+# the first would. TUNING=FILE keeps the picks in FILE (reused if it exists); TUNING=0 takes
+# cuBLASLt's first candidates.
 #   bench/train-gpu.sh [MICRO_BATCHES...]   (default: 32 64 for gpt2, 8 for llama)
-#   env MODEL, STEPS (20), WARM (3), MT_ONLY=1, MT_FLAGS (more mt-train flags)
+#   env MODEL, STEPS (20), WARM (3), MT_ONLY=1, MT_FLAGS (more mt-train flags), TUNING
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-20}
@@ -37,8 +43,20 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 
+TUNING=${TUNING:-$W/tuning.tsv}
+[ "$TUNING" = 0 ] && TUNING=
+
 for B in "${BS[@]}"; do
-	build/bin/mt-train --device cuda --bf16 "${ARCH[@]}" --vocab-size 50257 --mock-data \
+	if [ -n "$TUNING" ]; then
+		t0=$(date +%s.%N)
+		MT_CUDA_MATMUL_TUNING=$TUNING build/bin/mt-train --device cuda --bf16 "${ARCH[@]}" --vocab-size 50257 \
+			--mock-data --micro-batch-size "$B" --global-batch-size "$B" --train-iters 1 --eval-iters 0 \
+			${MT_FLAGS:-} 2> "$W/tune$B.log" > /dev/null || { echo "mt-train's tuning run B=$B failed:"; tail -5 "$W/tune$B.log"; continue; }
+		echo "mt-train matmul tuning B=$B: $(grep -c ' candidates: ' "$W/tune$B.log") products timed in" \
+			"$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$t0" "$(date +%s.%N)") s" \
+			"($(grep -c -v '^#' "$TUNING") picks in $TUNING)"
+	fi
+	MT_CUDA_MATMUL_TUNING=$TUNING build/bin/mt-train --device cuda --bf16 "${ARCH[@]}" --vocab-size 50257 --mock-data \
 		--micro-batch-size "$B" --global-batch-size "$B" --train-iters "$STEPS" --log-interval 1 \
 		--lr 6e-4 --weight-decay 0.1 --clip-grad 1.0 --eval-iters 0 --log-json "$W/mt$B.jsonl" ${MT_FLAGS:-} 2> "$W/mt$B.log"
 	rc=$?

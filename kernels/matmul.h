@@ -20,6 +20,45 @@ struct mt_lt;
 int mt_lt_create(struct mt_lt **lt, void *workspace, size_t bytes);
 void mt_lt_destroy(struct mt_lt *lt);
 
+/* Matmul tuning. Each product takes cuBLASLt's first heuristic candidate, unless a pick
+ * names another for its key. With tuning on, a product whose key has no pick has its
+ * candidates (up to 16, no split-K) timed on its own operands, the output going to a
+ * scratch buffer: each candidate repeated for sustain_ms, twice round, the mean of the
+ * launches after the first 40% of each turn. On a GPU held at its power limit (an H100 or
+ * H200 training: 1,300-1,400 MHz under load against 1,980 idle) that is what a product
+ * costs inside a step, which a short burst on an idle GPU does not show
+ * (kernels/bench/NOTES.md). The fastest becomes the key's pick when it beats the first
+ * candidate by 1% or more, else the first does; `tuned` hears of each new pick. A pick
+ * whose configuration the heuristic no longer offers (another cuBLASLt, another
+ * alignment) falls back to the first candidate. No tuning while the stream is captured
+ * into a graph. */
+struct mt_lt_key {
+	int ab, cd;       /* element types of A and B, of C and D (enum mt_dtype) */
+	int ta, tb;       /* op(A), op(B) transposed */
+	int64_t m, n, k;  /* column-major D[m,n] = op(A)[m,k] op(B)[k,n] */
+	int64_t lda, ldb, ldd;
+	int beta;         /* 1: C is added (a residual, gradient accumulation) */
+	int epi;          /* cublasLtEpilogue_t */
+};
+#define MT_LT_CFG 8
+struct mt_lt_pick {
+	struct mt_lt_key key;
+	/* algorithm id, tile, stages, split-K, reduction scheme, CTA swizzling, custom option,
+	 * cluster shape (cuBLASLt's CUBLASLT_ALGO_* attributes) */
+	int cfg[MT_LT_CFG];
+	float ms, first_ms; /* sustained ms a product: the pick's, the first candidate's */
+	int ncand;          /* candidates timed */
+};
+/* sustain_ms 0: tuning off (picks already added are still used); tuned (may be NULL) is
+ * called with each new pick, or with msg set where a product could not be tuned (no
+ * scratch memory), from the thread that runs the product */
+void mt_lt_tuning(struct mt_lt *lt, double sustain_ms,
+		  void (*tuned)(void *ctx, const struct mt_lt_pick *p, const char *msg), void *ctx);
+/* use p's configuration for its key (replacing an earlier pick of the key) */
+int mt_lt_add_pick(struct mt_lt *lt, const struct mt_lt_pick *p);
+/* the device and library a pick was made on: "<device name>\tcuBLASLt <version>" */
+int mt_lt_ident(char *buf, size_t n);
+
 /* out[N,O] = in[N,IN] @ W[O,IN]^T (+ bias[O]) (+ resid[N,O]); bias, resid may be NULL;
  * resid may be out itself */
 int mt_linear_fwd(struct mt_lt *lt, enum mt_dtype dt, void *out, const void *in, const void *W, const void *bias,

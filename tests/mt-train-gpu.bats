@@ -79,6 +79,42 @@ bits() {
 }
 
 # bats test_tags=gpu
+@test "gpu: MT_CUDA_MATMUL_TUNING times each product once, saves its picks, and later runs repeat bit for bit" {
+	need_gpu
+	export MT_CUDA_MATMUL_TUNING=$PWD/tune.tsv MT_CUDA_MATMUL_TUNING_MS=2
+	run -0 --separate-stderr mt-train "${TINY[@]}" "${LLAMA[@]}" --train-iters 3 --device cuda --bf16 --deterministic \
+		--log-json t1.jsonl
+	echo "$stderr" | grep "matmul tuning"
+	[[ $stderr == *"tune.tsv: 0 picks for this device"* ]]
+	tuned=$(echo "$stderr" | grep -c "matmul tuning: .* candidates: ")
+	[ "$tuned" -ge 6 ]
+	[ "$(grep -vc '^#' tune.tsv)" -eq "$tuned" ]
+	head -3 tune.tsv
+	# every line's algorithm id, tile and stages read from cuBLASLt
+	[ "$(grep -v '^#' tune.tsv | awk -F'\t' '$15 < 0 || $16 < 0 || $17 < 0' | wc -l)" -eq 0 ]
+	for r in 2 3; do
+		run -0 --separate-stderr mt-train "${TINY[@]}" "${LLAMA[@]}" --train-iters 8 --device cuda --bf16 \
+			--deterministic --log-json t$r.jsonl
+		[[ $stderr == *"tune.tsv: $tuned picks for this device"* ]]
+		[[ $stderr != *"candidates: "* ]]
+		bits t$r.jsonl > t$r.txt
+	done
+	cmp t2.txt t3.txt
+	[ "$(wc -l < t2.txt)" -eq 8 ]
+	# the picks train as the first candidates do
+	MT_CUDA_MATMUL_TUNING= mt-train "${TINY[@]}" "${LLAMA[@]}" --train-iters 8 --device cuda --bf16 --deterministic \
+		--log-json t0.jsonl -q
+	close t2.jsonl t0.jsonl 2e-3
+	# a file that does not parse, a duration that is not one
+	printf '# picks\nNVIDIA X\tcuBLASLt 1\tbf16\n' > bad.tsv
+	MT_CUDA_MATMUL_TUNING=$PWD/bad.tsv run -3 --separate-stderr mt-train "${TINY[@]}" --train-iters 1 --device cuda
+	[[ $stderr == *"MT_CUDA_MATMUL_TUNING: $PWD/bad.tsv:2: 3 tab-separated fields, expected 25"* ]]
+	MT_CUDA_MATMUL_TUNING_MS=soon run -2 --separate-stderr mt-train "${TINY[@]}" --train-iters 1 --device cuda
+	[[ $stderr == *"MT_CUDA_MATMUL_TUNING_MS=soon: expected milliseconds"* ]]
+	[ "$(grep -vc '^#' tune.tsv)" -eq "$tuned" ]
+}
+
+# bats test_tags=gpu
 @test "gpu: a GPU checkpoint resumes on the CPU, and a CPU checkpoint on the GPU" {
 	need_gpu
 	mt-train "${TINY[@]}" --train-iters 10 --device cuda --save g --save-interval 5 --log-json g.jsonl -q

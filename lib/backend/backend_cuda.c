@@ -66,6 +66,7 @@
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
 #include "../../kernels/tpsplit.h"
+#include "backend/lttune.h"
 #include "dist/ddpplan.h"
 #include "base/log.h"
 #include "base/timers.h"
@@ -120,6 +121,7 @@ struct cu {
 	int first_write;
 	double *partial, *sumsq;
 	struct mt_lt *lt;
+	struct mt_lttune *lttune; /* MT_CUDA_MATMUL_TUNING's file, or NULL */
 	/* host */
 	int32_t *h_count, *h_u, *h_start, *h_pos, *h_hit, *h_tok, *h_tgt;
 	float *h_loss;
@@ -495,6 +497,7 @@ static void cuda_free(struct mt_backend *b)
 	}
 	ppx_close(s);
 	mt_lt_destroy(s->lt);
+	mt_lttune_free(s->lttune);
 	mt_nccl_close(s->nccl, 0);
 	if (s->bev) {
 		for (int j = 0; j < s->plan.nb; j++)
@@ -950,6 +953,8 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	plan_acts(s, s->mem[3]);
 	if (mt_lt_create(&s->lt, (char *)s->mem[3] + s->bytes[3] - workspace_bytes(), workspace_bytes()))
 		return mt_err_set(err, MT_EXIT_IO, "cuBLASLt: %s", mt_cuda_error());
+	if (mt_lttune_setup(s->lt, &s->lttune, err))
+		return -1;
 
 	/* the chunk table of the multi-tensor kernels */
 	hc = malloc((size_t)nchunks * sizeof(*hc));

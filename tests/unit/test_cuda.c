@@ -213,6 +213,61 @@ static void test_matmul(enum mt_dtype dt, struct mt_lt *lt)
 	free(ref), free(dW0);
 }
 
+/* matmul.cu's tuning: every product's candidates timed on its own operands, the output to
+ * scratch (a product that adds to its output, here the residual and the accumulated weight
+ * gradient, must add once), a pick a key remembered, a pick cuBLASLt does not offer
+ * falling back to the first candidate */
+static struct mt_lt_pick tuned_pick[16];
+static int tuned_n, tuned_msgs;
+
+static void on_tuned(void *ctx, const struct mt_lt_pick *p, const char *msg)
+{
+	(void)ctx;
+	if (msg) {
+		tuned_msgs++;
+		return;
+	}
+	if (tuned_n < 16)
+		tuned_pick[tuned_n] = *p;
+	tuned_n++;
+}
+
+static void test_matmul_tuning(void *ws)
+{
+	struct mt_lt *lt, *lt2;
+	int bad = 0;
+
+	if (mt_lt_create(&lt, ws, 32u << 20) || mt_lt_create(&lt2, ws, 32u << 20)) {
+		ok(0, "cuBLASLt: %s", mt_cuda_error());
+		return;
+	}
+	mt_lt_tuning(lt, 3, on_tuned, NULL);
+	test_matmul(MT_F32, lt);
+	test_matmul(MT_BF16, lt);
+	is_int(tuned_n, 8, "tuning: one pick a product key (4 products, 2 types)");
+	is_int(tuned_msgs, 0, "tuning: every product tuned");
+	for (int i = 0; i < tuned_n && i < 16; i++)
+		bad += tuned_pick[i].ncand < 1 || !(tuned_pick[i].ms > 0) || !(tuned_pick[i].first_ms > 0) ||
+		       tuned_pick[i].ms > tuned_pick[i].first_ms || tuned_pick[i].cfg[0] < 0 || tuned_pick[i].cfg[1] < 0 ||
+		       tuned_pick[i].cfg[2] < 0;
+	is_int(bad, 0, "tuning: every pick timed at least one candidate, no slower than the first, its algorithm, tile "
+		       "and stages read");
+	test_matmul(MT_BF16, lt);
+	is_int(tuned_n, 8, "tuning: the products again take their picks, none timed twice");
+
+	/* a pick whose configuration cuBLASLt does not offer: the first candidate, said once */
+	struct mt_lt_pick p = tuned_pick[4];
+	p.cfg[1] = 100000, p.ncand = 3;
+	ok(!mt_lt_add_pick(lt2, &p), "a pick added");
+	mt_lt_tuning(lt2, 0, on_tuned, NULL);
+	test_matmul(MT_BF16, lt2);
+	test_matmul(MT_BF16, lt2);
+	is_int(tuned_msgs, 1, "a pick cuBLASLt does not offer: said once, the first candidate taken (results above)");
+	is_int(tuned_n, 8, "tuning off: nothing timed");
+	mt_lt_destroy(lt);
+	mt_lt_destroy(lt2);
+}
+
 /* decode_attention.cu: rows of different slots and lengths (one split, several, a full
  * cache), grouped-query heads */
 static void test_decode_attention(enum mt_dtype dt, int np, int ng, int hd, int ML)
@@ -1666,6 +1721,7 @@ int main(void)
 	test_dlin_refuses();
 	test_sample_rows(1001, 1001);
 	test_sample_rows(50257, 50304);
+	test_matmul_tuning(ws);
 	mt_lt_destroy(lt);
 	cudaFree(ws);
 	test_model(0, MT_PREC_FP32, 0);
