@@ -5,7 +5,7 @@
 // its energy over the capped power, and the candidate that wins a burst on zeros (lt_algos.c)
 // need not win. A measurement, not part of the build: kernels/bench/NOTES.md has what it showed.
 //   nvcc -O2 -arch=sm_90a -o lt_sustained kernels/bench/lt_sustained.cu -lcublasLt
-//   ./lt_sustained [PRODUCT_FILTER] [SUSTAIN_MS]
+//   ./lt_sustained [PRODUCT_FILTER] [SUSTAIN_MS] [vary]
 // Prints, per product and candidate: the algorithm's configuration (id, tile, stages, split-K,
 // swizzle, cluster shape), its burst and sustained ms and TFLOP/s, and the time of day (to set
 // beside `nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw -lms 100`).
@@ -29,6 +29,7 @@ static cublasLtHandle_t h;
 static void *ws;
 static size_t wsb = 32u << 20;
 static double sustain_ms = 500;
+static int vary; // 1: then one-at-a-time variations of the fastest (custom option, cluster shape, swizzling)
 
 static double now(void)
 {
@@ -132,7 +133,7 @@ static void run(const char *what, int ta, int tb, long m, long n, long k, long l
 	CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
 	CK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 32, res, &found));
 	printf("## %s m %ld n %ld k %ld: %d candidates\n", what, m, n, k, found);
-	for (int i = 0; i < found; i++) {
+	for (int i = 0; i < found && !vary; i++) {
 		float burst = 0, ms;
 		double t = now();
 		if (res[i].state)
@@ -146,6 +147,56 @@ static void run(const char *what, int ta, int tb, long m, long n, long k, long l
 		       attr(&res[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), res[i].wavesCount, burst,
 		       fl / burst / 1e9, ms, fl / ms / 1e9, t);
 		fflush(stdout);
+	}
+	if (vary) {
+		cublasLtMatmulAlgo_t a;
+		cublasLtMatmulHeuristicResult_t chk;
+		char lab[64];
+		float best = 1e30f;
+		int bi = -1;
+		for (int i = 0; i < found; i++) {
+			float burst, ms;
+			if (res[i].state)
+				continue;
+			ms = timed(op, A, la, B, lb, 0.0f, D, lc, &res[i].algo, sustain_ms / 2, &burst);
+			if (ms > 0 && ms < best)
+				best = ms, bi = i;
+		}
+		int cmax = 0;
+		size_t got;
+		if (bi < 0)
+			goto done;
+		cublasLtMatmulAlgoCapGetAttribute(&res[bi].algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &cmax, sizeof(cmax), &got);
+		printf("## %s: variations of #%d (%.3f ms; custom options 0-%d)\n", what, bi, best, cmax);
+		for (int v = 0; v < 64; v++) {
+			float burst, ms;
+			a = res[bi].algo;
+			if (v <= cmax && v < 16) {
+				uint32_t c = (uint32_t)v;
+				cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c, sizeof(c));
+				snprintf(lab, sizeof(lab), "custom %d", v);
+			} else if (v >= 16 && v < 24) {
+				static const uint16_t cl[] = { 2, 3, 4, 5, 6, 7, 8, 9 };
+				uint16_t c = cl[v - 16];
+				cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c, sizeof(c));
+				snprintf(lab, sizeof(lab), "cluster id %d", c);
+			} else if (v >= 24 && v < 26) {
+				uint32_t c = (uint32_t)(v - 24);
+				cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c, sizeof(c));
+				snprintf(lab, sizeof(lab), "swizzle %d", v - 24);
+			} else
+				continue;
+			if (cublasLtMatmulAlgoCheck(h, op, la, lb, lc, lc, &a, &chk) != CUBLAS_STATUS_SUCCESS)
+				continue;
+			ms = timed(op, A, la, B, lb, 0.0f, D, lc, &a, sustain_ms / 2, &burst);
+			printf("%-22s %-14s tile %3d stages %3d cluster %2d custom %2d swz %d | sustained %7.3f ms (best of the "
+			       "heuristic's %.3f: %.3f)\n",
+			       what, lab, attr(&a, CUBLASLT_ALGO_CONFIG_TILE_ID), attr(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+			       attr(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), attr(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+			       attr(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), ms, best, ms / best);
+			fflush(stdout);
+		}
+	done:;
 	}
 	cublasLtMatmulPreferenceDestroy(pref);
 	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);
@@ -162,6 +213,7 @@ int main(int argc, char **argv)
 
 	if (argc > 2)
 		sustain_ms = atof(argv[2]);
+	vary = argc > 3 && !strcmp(argv[3], "vary");
 	CK(cublasLtCreate(&h));
 	CK(cudaMalloc(&ws, wsb));
 	for (int s = 0; s < 5; s++) {
