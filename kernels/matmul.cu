@@ -85,17 +85,13 @@ static struct lt_entry *find(struct mt_lt *lt, const struct mt_lt_key *k)
 	return NULL;
 }
 
+static_assert(sizeof(struct mt_lt_key) == 4 * sizeof(int) + 6 * sizeof(int64_t) + 2 * sizeof(int),
+	      "mt_lt_key is compared whole: no padding");
+
 extern "C" int mt_lt_add_pick(struct mt_lt *lt, const struct mt_lt_pick *p)
 {
-	struct mt_lt_key k;
-	struct lt_entry *e;
+	struct lt_entry *e = find(lt, &p->key);
 
-	// the key compared whole: copied field by field onto zeroed padding
-	memset(&k, 0, sizeof(k));
-	k.ab = p->key.ab, k.cd = p->key.cd, k.ta = p->key.ta, k.tb = p->key.tb;
-	k.m = p->key.m, k.n = p->key.n, k.k = p->key.k, k.lda = p->key.lda, k.ldb = p->key.ldb, k.ldd = p->key.ldd;
-	k.beta = p->key.beta, k.epi = p->key.epi;
-	e = find(lt, &k);
 	if (!e) {
 		if (lt->ne == lt->cap) {
 			int cap = lt->cap ? 2 * lt->cap : 32;
@@ -108,7 +104,6 @@ extern "C" int mt_lt_add_pick(struct mt_lt *lt, const struct mt_lt_pick *p)
 	}
 	memset(e, 0, sizeof(*e));
 	e->p = *p;
-	e->p.key = k;
 	return 0;
 }
 
@@ -273,7 +268,6 @@ static int choose(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, int64_
 	uint32_t al[4] = { align_of(A), align_of(B), align_of(C ? C : D), align_of(D) };
 	int found = 0, idx = -1;
 
-	memset(&key, 0, sizeof(key));
 	key.ab = mt_type(tab), key.cd = mt_type(tcd), key.ta = ta, key.tb = tb;
 	key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldd = ldd;
 	key.beta = beta != 0.0f, key.epi = (int)epi;

@@ -31,7 +31,7 @@ void mt_lt_destroy(struct mt_lt *lt);
  * candidate by 1% or more, else the first does; `tuned` hears of each new pick. A pick
  * whose configuration the heuristic no longer offers (another cuBLASLt, another
  * alignment) falls back to the first candidate. No tuning while the stream is captured
- * into a graph. */
+ * into a graph. A key is compared whole (memcmp): its fields leave no padding. */
 struct mt_lt_key {
 	int ab, cd;       /* element types of A and B, of C and D (enum mt_dtype) */
 	int ta, tb;       /* op(A), op(B) transposed */

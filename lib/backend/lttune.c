@@ -11,6 +11,9 @@
 #include "base/files.h"
 #include "base/log.h"
 
+_Static_assert(sizeof(struct mt_lt_key) == 4 * sizeof(int) + 6 * sizeof(int64_t) + 2 * sizeof(int),
+	       "mt_lt_key is compared whole: no padding");
+
 static const char *const field_name[MT_LTTUNE_FIELDS] = {
 	"device", "cuBLASLt version", "A/B type", "C/D type", "op(A)", "op(B)", "m", "n", "k", "lda", "ldb", "ldd",
 	"beta", "epilogue", "algorithm id", "tile", "stages", "split-K", "reduction scheme", "CTA swizzling",
@@ -225,21 +228,11 @@ int mt_lttune_save(const char *path, const char *ident, const struct mt_lt_pick 
 	struct mt_atomic w;
 	struct rewrite r = { NULL, p, 0 };
 	char *text = NULL, line[512];
-	struct mt_lt_pick key;
 
 	if (mt_lttune_line(line, sizeof(line), ident, p) < 0)
 		return mt_err_set(err, MT_EXIT_IO, "%s: a pick too long to write", path);
 	if (access(path, F_OK) == 0 && mt_file_read(path, &text, NULL, err))
 		return -1;
-	/* the key as the parser builds it (zeroed padding), to compare whole */
-	memset(&key, 0, sizeof(key));
-	key = *p;
-	memset(&key.key, 0, sizeof(key.key));
-	key.key.ab = p->key.ab, key.key.cd = p->key.cd, key.key.ta = p->key.ta, key.key.tb = p->key.tb;
-	key.key.m = p->key.m, key.key.n = p->key.n, key.key.k = p->key.k;
-	key.key.lda = p->key.lda, key.key.ldb = p->key.ldb, key.key.ldd = p->key.ldd;
-	key.key.beta = p->key.beta, key.key.epi = p->key.epi;
-	r.p = &key;
 	if (mt_atomic_open(&w, path, err)) {
 		free(text);
 		return -1;
