@@ -130,14 +130,13 @@ template <int HD> constexpr size_t fwd_smem() { return (size_t)BQ * HD * 2 + 2 *
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // the online softmax of one tile's scores s (keys from j0; masked: the keys after a row or
 // past the end count as -inf): the new running maxima m (scaled, log2 units),
-// corr = 2^(old - new) of each row half, P packed as the A operand of P.V (16 keys a
-// step: registers (row, keys 0-7), (row + 8, 0-7), (row, 8-15), (row + 8, 8-15) of the
-// step's two 8-key accumulator blocks) and the running sums l of what P.V multiplies.
-// s is only read: P.V may still be in flight, and writing registers that a product
-// issued with it uses would make ptxas serialize the products.
-template <typename T, bool MASK>
-__device__ __forceinline__ void fwd_softmax(const float *s, float *m, float *l, float *corr, unsigned (*pa)[4], float sl2,
-					    int r0, int j0, int tc, int T_)
+// corr = 2^(old - new) of each row half, the running sums l scaled by corr, and s
+// replaced by its exponentials (fp32, in place: P.V of the previous tile may still be in
+// flight, but it reads P's registers, not these). fwd_pack then packs them as P.V's
+// operand once that product is done, so one P buffer serves (FlashAttention-3's order).
+template <bool MASK>
+__device__ __forceinline__ void fwd_softmax(float *s, float *m, float *l, float *corr, float sl2, int r0, int j0, int tc,
+					    int T_)
 {
 	auto val = [&](int n, int e) {
 		if constexpr (MASK) {
@@ -161,11 +160,22 @@ __device__ __forceinline__ void fwd_softmax(const float *s, float *m, float *l, 
 		l[h] *= corr[h];
 	}
 #pragma unroll
+	for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			s[4 * n + e] = ex2(val(n, e) * sl2 - m[e >> 1]);
+}
+// P packed as the A operand of P.V (16 keys a step: registers (row, keys 0-7), (row + 8,
+// 0-7), (row, 8-15), (row + 8, 8-15) of the step's two 8-key accumulator blocks), and the
+// running sums l of what P.V multiplies (the rounded values)
+template <typename T> __device__ __forceinline__ void fwd_pack(const float *s, float *l, unsigned (*pa)[4])
+{
+#pragma unroll
 	for (int kk = 0; kk < BK / 16; kk++)
 #pragma unroll
 		for (int r = 0; r < 4; r++) {
 			int n = 2 * kk + r / 2, e = 2 * (r % 2);
-			pa[kk][r] = pack2<T>(ex2(val(n, e) * sl2 - m[r % 2]), ex2(val(n, e + 1) * sl2 - m[r % 2]));
+			pa[kk][r] = pack2<T>(s[4 * n + e], s[4 * n + e + 1]);
 			l[r % 2] += sum2<T>(pa[kk][r]);
 		}
 }
@@ -231,22 +241,20 @@ template <typename T, int HD> __device__ __forceinline__ void fwd_pv(float *o, u
 }
 #endif
 
-// At head size 64 the forward is persistent: a block an SM (at most), each taking the
-// work items (128 query rows of one head) blockIdx.x, + gridDim.x, ..., those with the
-// most key tiles first. The producer loads the next item's query tile as soon as the
-// consumers have issued their last product of the current one (qempty) and streams
-// key/value tiles through the same ring from item to item, so the consumers' epilogue
-// (the output rows and lse) overlaps the next item's loads, and no block pays a launch,
-// its barriers' set-up or the first tiles' latency per item. At 128 the loop's state
-// would not fit the registers (ptxas serializes the products): a block an item there.
-template <int HD> __host__ __device__ constexpr bool persist() { return HD == 64; }
-template <typename T, int HD, bool PP>
+// The forward is persistent (PERSIST): a block an SM (at most), each taking the work
+// items (128 query rows of one head) blockIdx.x, + gridDim.x, ..., those with the most key
+// tiles first. The producer loads the next item's query tile as soon as the consumers
+// have issued their last product of the current one (qempty) and streams key/value tiles
+// through the same ring from item to item, so the consumers' epilogue (the output rows
+// and lse) overlaps the next item's loads, and no block pays a launch, its barriers'
+// set-up or the first tiles' latency per item. Without it (MT_ATTN_PERSIST=0, for
+// comparisons) a block takes one item.
+template <typename T, int HD, bool PP, bool PERSIST>
 __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __grid_constant__ CUtensorMap tm, geo90 g, int B,
 						      int gh)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = FWD_STAGES;
-	constexpr bool PERSIST = persist<HD>();
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sq = base, sk0 = base + QBYTES, sv0 = sk0 + NS * KBYTES, bars = sv0 + NS * KBYTES;
@@ -306,10 +314,12 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 
 	// Each consumer warpgroup: S of tile t is issued with P.V of tile t - 1 behind it, so
 	// the tensor cores work on P.V while the warps wait for S and then run the softmax of
-	// tile t; the rescale of O waits for P.V (FlashAttention-3's intra-warpgroup overlap).
+	// tile t; the rescale of O and the packing of P wait for P.V (FlashAttention-3's
+	// intra-warpgroup overlap), so one P buffer serves: at head size 128 that leaves
+	// registers enough for the persistent loop
 	int c = wg - 1, lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, tc = 2 * (lane % 4);
 	float o[ND], s[BK / 2], m[2], l[2], corr[2];
-	unsigned pa[BK / 16][4], pn[BK / 16][4];
+	unsigned pa[BK / 16][4];
 	// PP: the two warpgroups take turns to issue their products (named barriers 3 + c:
 	// consumer c's turn), so that one's softmax runs while the other's products do
 	// (FlashAttention-3's ping-pong); the second starts by giving the first its turn and
@@ -343,23 +353,21 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 		turn_pass(false);
 		wgmma_wait<0>();
 		wgmma_hold<BK / 2>(s);
-		fwd_softmax<T, true>(s, m, l, corr, pa, g.sl2, r0, 0, tc, g.T);
-		// tile t: P of tile t - 1 in pp, this tile's into pq (the loop runs two tiles an
-		// iteration with the roles swapped: copying pq to pp would let ptxas fold the two
-		// into the same registers, written while P.V reads them, and serialize the products)
-		auto tile = [&](int t, unsigned (&pp)[BK / 16][4], unsigned (&pq)[BK / 16][4]) {
+		fwd_softmax<true>(s, m, l, corr, g.sl2, r0, 0, tc, g.T);
+		fwd_pack<T>(s, l, pa);
+		for (int t = 1; t < nt; t++) {
 			int st = (gt + t) % NS, sp = (gt + t - 1) % NS, j0 = t * BK;
 
 			mbar_wait(full0 + 8 * st, ((gt + t) / NS) & 1);
 			turn_wait();
-			fwd_issue<T, HD, true>(s, sq + c * 64 * 128, sk0 + st * KBYTES, o, pp, sv0 + sp * KBYTES);
+			fwd_issue<T, HD, true>(s, sq + c * 64 * 128, sk0 + st * KBYTES, o, pa, sv0 + sp * KBYTES);
 			turn_pass(false);
 			wgmma_wait<1>(); // S done, P.V may still run
 			wgmma_hold<BK / 2>(s);
 			if (j0 + BK - 1 > rlo || j0 + BK > g.T) // keys after some row of this warpgroup, or past the end
-				fwd_softmax<T, true>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+				fwd_softmax<true>(s, m, l, corr, g.sl2, r0, j0, tc, g.T);
 			else
-				fwd_softmax<T, false>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+				fwd_softmax<false>(s, m, l, corr, g.sl2, r0, j0, tc, g.T);
 			wgmma_wait<0>();
 			wgmma_hold<ND>(o);
 			if (lane == 0)
@@ -371,21 +379,11 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 				o[4 * n + 2] *= corr[1];
 				o[4 * n + 3] *= corr[1];
 			}
-		};
-		int t = 1;
-		for (; t + 1 < nt; t += 2) {
-			tile(t, pa, pn);
-			tile(t + 1, pn, pa);
+			fwd_pack<T>(s, l, pa);
 		}
 		uint32_t sl = (gt + nt - 1) % NS; // the last tile's stage
-		if (t < nt) {
-			tile(t, pa, pn);
-			turn_wait();
-			fwd_pv<T, HD>(o, pn, sv0 + sl * KBYTES);
-		} else {
-			turn_wait();
-			fwd_pv<T, HD>(o, pa, sv0 + sl * KBYTES);
-		}
+		turn_wait();
+		fwd_pv<T, HD>(o, pa, sv0 + sl * KBYTES);
 		turn_pass(final);
 		wgmma_wait<0>();
 		wgmma_hold<ND>(o);
@@ -1118,16 +1116,18 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t smem = fwd_smem<HD>();
 	static const bool pp = !env_is("MT_ATTN_PINGPONG", "0"); // 0: the warpgroups issue as they come
-	auto kern = pp ? fa3_fwd<T, HD, true> : fa3_fwd<T, HD, false>;
+	static const bool persist = !env_is("MT_ATTN_PERSIST", "0");
+	auto kern = pp ? (persist ? fa3_fwd<T, HD, true, true> : fa3_fwd<T, HD, true, false>)
+		       : (persist ? fa3_fwd<T, HD, false, true> : fa3_fwd<T, HD, false, false>);
 
 	if (mkmap(&tm, dty, qkv, row, T_, B, BQ))
 		return -1;
 	int64_t items = (int64_t)((T_ + BQ - 1) / BQ) * np * B, nsm = sm_count();
-	int64_t grid = persist<HD>() && items > nsm ? nsm : items, kv = (int64_t)T_ * HD * 2 * 2; // a head's K and V bytes
+	int64_t grid = persist && items > nsm ? nsm : items, kv = (int64_t)T_ * HD * 2 * 2; // a head's K and V bytes
 	// heads a group: the persistent grid (a block a head), else as many heads as take 16 MB of
 	// keys and values (MT_ATTN_ORDER=0: the longest tiles of every head first, for comparisons)
 	static const bool order = !env_is("MT_ATTN_ORDER", "0");
-	int gh = !order ? 0 : persist<HD>() ? (int)grid : (int)std::max<int64_t>(1, std::min<int64_t>((16 << 20) / kv, (int64_t)np * B));
+	int gh = !order ? 0 : persist ? (int)grid : (int)std::max<int64_t>(1, std::min<int64_t>((16 << 20) / kv, (int64_t)np * B));
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 	kern<<<(unsigned)grid, THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g, B, gh);
 	MT_LAUNCH_CHECK("attention");
