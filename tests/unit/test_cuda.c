@@ -1699,6 +1699,16 @@ int main(void)
 	mt_attention_bwd_group = 4;
 	test_attention(MT_BF16, 3, 300, 4, 2, 128);
 	mt_attention_bwd_group = 0;
+	/* more items (128 query rows of one head) than twice the SMs: the persistent forward's
+	 * blocks carry the key/value ring and the query tile from item to item, at items of
+	 * one to three key tiles */
+	{
+		int nsm = 0, nb;
+		cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0);
+		nb = 2 * nsm / (3 * 8) + 1;
+		test_attention(MT_BF16, nb, 300, 8, 2, 128);
+		test_attention(MT_BF16, nb, 300, 8, 2, 64);
+	}
 	test_attention_repeats(MT_BF16, 2, 1024, 4, 2, 64);
 	test_attention_repeats(MT_BF16, 1, 2000, 4, 2, 128);
 	/* on a Hopper device the cases above ran the sm_90a forward: the mma.sync one too */
