@@ -3,8 +3,8 @@
 // attention.cu dispatches here when the device is compute capability 9.0 and the binary
 // holds sm_90a code). The backward is described where it starts, below.
 //
-// Forward: a block computes 128 query rows of one head at a time (at head size 64 one
-// such item after another, see fa3_fwd) in three warpgroups, producer and consumers (warp
+// Forward: a block computes 128 query rows of one head at a time (one such item after
+// another, see fa3_fwd) in three warpgroups, producer and consumers (warp
 // specialization, as FlashAttention-3 describes it):
 // - the producer (warpgroup 0; one thread issues) loads the query tile and streams key and
 //   value tiles of 128 rows through a ring of shared-memory stages with TMA (bulk tensor
