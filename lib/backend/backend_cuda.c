@@ -1811,6 +1811,7 @@ struct ppx {
 	struct mt_nccl *edge[4];
 	cudaStream_t st[4];
 	cudaEvent_t ready;
+	struct mt_pp_buf *pend[4]; /* a channel's transfer NCCL still takes (mt_nccl_send) */
 };
 
 static int ppx_alloc(void *ctx, struct mt_pp_buf *b, int64_t elems, struct mt_err *err)
@@ -1839,26 +1840,55 @@ static void ppx_release(void *ctx, struct mt_pp_buf *b)
 	b->x = b->ev = NULL;
 }
 
+/* the channel's transfer that NCCL was still taking, taken: its completion event goes
+ * onto the channel's stream behind it */
+static int ppx_take(struct ppx *x, int ch, struct mt_err *err)
+{
+	struct mt_pp_buf *b = x->pend[ch];
+	cudaError_t e;
+
+	if (!b)
+		return 0;
+	x->pend[ch] = NULL;
+	if (mt_nccl_settle(x->edge[ch], err)) {
+		x->s->failed = 1;
+		return -1;
+	}
+	if ((e = cudaEventRecord((cudaEvent_t)b->ev, x->st[ch])) != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "pipeline transfer: %s", cudaGetErrorString(e));
+	return 0;
+}
+
+/* A transfer is posted, not waited for (mt_nccl_send): the schedule goes on while NCCL
+ * takes it, and its event is recorded once it is taken (here for an immediate one, else
+ * by the channel's next transfer or the wait for this one). */
 static int ppx_start(struct ppx *x, struct mt_pp_buf *b, int64_t elems, int ch, struct mt_err *err)
 {
 	struct cu *s = x->s;
-	cudaError_t e = cudaEventRecord(x->ready, 0);
+	cudaError_t e;
 	int rc;
 
+	if (ppx_take(x, ch, err))
+		return -1;
+	e = cudaEventRecord(x->ready, 0);
 	if (e == cudaSuccess)
 		e = cudaStreamWaitEvent(x->st[ch], x->ready, 0);
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "pipeline transfer: %s", cudaGetErrorString(e));
 	rc = ch == E_ACT_OUT || ch == E_GRAD_OUT ? mt_nccl_send(x->edge[ch], b->x, elems, ntype(s->dt), x->st[ch], err)
 						 : mt_nccl_recv(x->edge[ch], b->x, elems, ntype(s->dt), x->st[ch], err);
-	if (rc) {
+	if (rc < 0) {
 		s->failed = 1;
 		return -1;
 	}
-	if ((e = cudaEventRecord((cudaEvent_t)b->ev, x->st[ch])) != cudaSuccess)
-		return mt_err_set(err, MT_EXIT_IO, "pipeline transfer: %s", cudaGetErrorString(e));
 	b->busy = 1;
 	b->chan = ch;
+	if (rc == 1) {
+		x->pend[ch] = b;
+		return 0;
+	}
+	if ((e = cudaEventRecord((cudaEvent_t)b->ev, x->st[ch])) != cudaSuccess)
+		return mt_err_set(err, MT_EXIT_IO, "pipeline transfer: %s", cudaGetErrorString(e));
 	return 0;
 }
 
@@ -1881,6 +1911,8 @@ static int ppx_wait(void *ctx, struct mt_pp_buf *b, const char *what, int64_t st
 	if (!b->busy)
 		return 0;
 	b->busy = 0;
+	if (x->pend[b->chan] == b && ppx_take(x, b->chan, err))
+		return -1;
 	if (mt_nccl_wait(x->edge[b->chan], b->ev, what, step, err)) {
 		x->s->failed = 1;
 		return -1;
@@ -1894,8 +1926,10 @@ static void ppx_close(struct cu *s)
 
 	if (!x)
 		return;
-	for (int i = 0; i < 4; i++)
-		mt_nccl_close(x->edge[i], s->failed);
+	for (int i = 0; i < 4 && !s->failed; i++)
+		if (x->pend[i] && ppx_take(x, i, &(struct mt_err){ 0 }))
+			s->failed = 1;
+	mt_nccl_close_all(x->edge, 4, s->failed);
 	if (!s->failed) {
 		for (int i = 0; i < 4; i++)
 			if (x->st[i])
@@ -1935,33 +1969,18 @@ static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const stru
 			mt_info("cuda: pipeline stages share a GPU: their transfers go through host memory");
 		return 0;
 	}
-	/* the interleaved schedule over NCCL hung on two GPUs (each stage waiting in a
-	 * receive until the timeout; 1F1B and ZB-H1 over the same edges matched one GPU):
-	 * until that is understood, its transfers take the host path, which it passes on */
-	if (s->t && s->t->nchunks > 1) {
-		if (want == MT_TP_COMM_NCCL)
-			return mt_err_set(err, MT_EXIT_USAGE, "%s: --pipeline-parallel-comm nccl: the interleaved schedule "
-					  "(virtual pipeline stages) does not run over NCCL yet (docs/mt-train.md); use "
-					  "--pipeline-parallel-comm host or auto", g->where);
-		if (!s->o.quiet)
-			mt_info("cuda: interleaved pipeline: the transfers between stages go through host memory (NCCL "
-				"with virtual stages is not supported yet)");
-		return 0;
-	}
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	x->s = s;
 	bad = mt_nccl_open_ring(x->edge, g, &e2) ? 1 : 0;
 	if (g->ops->allreduce_f64(g, &bad, 1, 1, "the pipeline's communicators", -1, err)) {
-		for (int i = 0; i < 4; i++)
-			mt_nccl_close(x->edge[i], 1);
+		mt_nccl_close_all(x->edge, 4, 1);
 		free(x);
 		return -1;
 	}
 	if (bad) {
-		for (int i = 0; i < 4; i++)
-			mt_nccl_close(x->edge[i], 1);
+		mt_nccl_close_all(x->edge, 4, 1);
 		free(x);
 		if (want == MT_TP_COMM_NCCL)
 			return e2.msg[0] ? (*err = e2, -1)

@@ -45,6 +45,7 @@ struct mt_nccl {
 	struct mt_dist *d;
 	int me;                        /* a two-rank communicator's own rank in it */
 	int failed;
+	const char *pending;           /* a send or receive NCCL still takes: its name */
 	char version[32];
 };
 
@@ -185,6 +186,77 @@ int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err)
 	return 0;
 }
 
+/* one element each way over the four edges in one group: NCCL connects all four pairs
+ * at once (each connection is a handshake of both of its ends), before any schedule posts
+ * its transfers in an order of its own; MT_PP_NCCL_PRECONNECT=0 leaves the connections
+ * to the first transfers (for comparisons) */
+static int connect_ring(struct mt_nccl **edge, struct mt_err *err)
+{
+	const char *env = getenv("MT_PP_NCCL_PRECONNECT");
+	double t0 = now(), timeout = edge[0]->d->timeout;
+	cudaStream_t st = NULL;
+	float *buf = NULL;
+	cudaError_t e;
+	ncclResult_t r;
+	int rc = 0;
+
+	if (env && !strcmp(env, "0"))
+		return 0;
+	e = cudaMalloc((void **)&buf, 4 * sizeof(float));
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+	if (e == cudaSuccess)
+		e = cudaMemsetAsync(buf, 0, 4 * sizeof(float), st);
+	if (e != cudaSuccess) {
+		rc = mt_err_set(err, MT_EXIT_IO, "%s: connecting the pipeline's communicators: %s", edge[0]->d->where,
+				cudaGetErrorString(e));
+		goto out;
+	}
+	if ((r = api.GroupStart()) != ncclSuccess) {
+		rc = nccl_fail(edge[0], r, "group start", err);
+		goto out;
+	}
+	for (int i = 0; i < 4; i++) {
+		r = i % 2 == 0 ? api.Send(buf + i, 1, ncclFloat32, 1 - edge[i]->me, edge[i]->comm, st)
+			       : api.Recv(buf + i, 1, ncclFloat32, 1 - edge[i]->me, edge[i]->comm, st);
+		if (r != ncclSuccess && r != ncclInProgress) {
+			api.GroupEnd();
+			rc = nccl_fail(edge[i], r, "connecting the pipeline's communicators", err);
+			goto out;
+		}
+	}
+	r = api.GroupEnd();
+	if (r != ncclSuccess && r != ncclInProgress) {
+		rc = nccl_fail(edge[0], r, "connecting the pipeline's communicators", err);
+		goto out;
+	}
+	for (int i = 0; i < 4 && !rc; i++) {
+		if (api.CommGetAsyncError(edge[i]->comm, &r) != ncclSuccess)
+			r = ncclInternalError;
+		rc = settle(edge[i], r, "connecting the pipeline's communicators", err);
+	}
+	for (long spins = 0; !rc && (e = cudaStreamQuery(st)) == cudaErrorNotReady; spins++) {
+		if (timeout > 0 && now() - t0 > timeout) {
+			edge[0]->failed = 1;
+			rc = mt_err_set(err, MT_EXIT_IO, "%s: connecting the pipeline's communicators did not complete "
+					"within %.0f s: another rank died or hangs", edge[0]->d->where, timeout);
+		}
+		nap(spins);
+	}
+	if (!rc && e != cudaSuccess)
+		rc = mt_err_set(err, MT_EXIT_IO, "%s: connecting the pipeline's communicators: %s", edge[0]->d->where,
+				cudaGetErrorString(e));
+out:
+	if (rc) {
+		for (int i = 0; i < 4; i++)
+			edge[i]->failed = 1;
+		return -1; /* the device may still wait in a transfer: nothing freed */
+	}
+	cudaStreamDestroy(st);
+	cudaFree(buf);
+	return 0;
+}
+
 int mt_nccl_open_ring(struct mt_nccl **edge, struct mt_dist *g, struct mt_err *err)
 {
 	int P = g->world, next = (g->rank + 1) % P, prev = (g->rank + P - 1) % P, v = 0, rc = 0;
@@ -260,6 +332,8 @@ int mt_nccl_open_ring(struct mt_nccl **edge, struct mt_dist *g, struct mt_err *e
 			goto fail;
 		}
 	}
+	if ((rc = connect_ring(edge, err)))
+		goto fail;
 	return 0;
 fail:
 	for (int i = 0; i < 4; i++) {
@@ -296,35 +370,73 @@ static void abort_detached(struct mt_nccl *n)
 	pthread_attr_destroy(&at);
 }
 
-void mt_nccl_close(struct mt_nccl *n, int abort)
+/* Every communicator's finalization is started before any is waited for: the pipeline's
+ * edges are pairs of two ranks, and a rank that waited for one edge's peer while that
+ * peer waited for another edge (closed in its own order) would wait for ever (measured:
+ * the connected ring's edges, closed one by one, hung both ranks at exit). */
+void mt_nccl_close_all(struct mt_nccl **ns, int count, int abort)
 {
-	ncclResult_t rc;
-	double t0 = now();
+	double t0 = now(), timeout = 0;
+	int left = 0;
+	char busy[8] = { 0 };
 
-	if (!n)
-		return;
-	n->failed |= abort;
-	if (!n->failed) {
+	for (int i = 0; i < count && i < 8; i++) {
+		struct mt_nccl *n = ns[i];
+		ncclResult_t rc;
+		if (!n)
+			continue;
+		timeout = n->d->timeout;
+		n->failed |= abort;
+		if (!n->failed && n->pending) {
+			struct mt_err e2 = { 0 };
+			mt_nccl_settle(n, &e2);
+		}
+		if (n->failed)
+			continue;
 		/* flush, with the deadline; a rank gone by now makes it an abort */
 		rc = api.CommFinalize(n->comm);
-		for (long spins = 0; rc == ncclInProgress; spins++) {
-			if (n->d->timeout > 0 && now() - t0 > n->d->timeout) {
-				n->failed = 1;
-				break;
-			}
-			nap(spins);
-			if (api.CommGetAsyncError(n->comm, &rc) != ncclSuccess)
-				rc = ncclInternalError;
-		}
-		if (rc != ncclSuccess)
+		if (rc == ncclInProgress)
+			busy[i] = 1, left++;
+		else if (rc != ncclSuccess)
 			n->failed = 1;
 	}
-	if (n->failed) {
-		abort_detached(n);
-		return;
+	for (long spins = 0; left > 0; spins++) {
+		for (int i = 0; i < count && i < 8; i++) {
+			ncclResult_t rc;
+			if (!busy[i])
+				continue;
+			if (api.CommGetAsyncError(ns[i]->comm, &rc) != ncclSuccess)
+				rc = ncclInternalError;
+			if (rc == ncclInProgress)
+				continue;
+			busy[i] = 0, left--;
+			if (rc != ncclSuccess)
+				ns[i]->failed = 1;
+		}
+		if (left > 0 && timeout > 0 && now() - t0 > timeout) {
+			for (int i = 0; i < count && i < 8; i++)
+				if (busy[i])
+					ns[i]->failed = 1;
+			break;
+		}
+		nap(spins);
 	}
-	api.CommDestroy(n->comm);
-	free(n);
+	for (int i = 0; i < count && i < 8; i++) {
+		struct mt_nccl *n = ns[i];
+		if (!n)
+			continue;
+		if (n->failed) {
+			abort_detached(n);
+			continue;
+		}
+		api.CommDestroy(n->comm);
+		free(n);
+	}
+}
+
+void mt_nccl_close(struct mt_nccl *n, int abort)
+{
+	mt_nccl_close_all(&n, 1, abort);
 }
 
 const char *mt_nccl_version(const struct mt_nccl *n)
@@ -379,15 +491,44 @@ int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_
 		      err);
 }
 
+/* a point-to-point call's result: taken, still being taken (remembered for
+ * mt_nccl_settle), or failed */
+static int posted(struct mt_nccl *n, ncclResult_t rc, const char *what, struct mt_err *err)
+{
+	if (rc == ncclInProgress) {
+		n->pending = what;
+		return 1;
+	}
+	return rc == ncclSuccess ? 0 : nccl_fail(n, rc, what, err);
+}
+
 int mt_nccl_send(struct mt_nccl *n, const void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 		 struct mt_err *err)
 {
-	return settle(n, api.Send(buf, (size_t)count, type(t), 1 - n->me, n->comm, (cudaStream_t)stream), "send", err);
+	if (mt_nccl_settle(n, err))
+		return -1;
+	return posted(n, api.Send(buf, (size_t)count, type(t), 1 - n->me, n->comm, (cudaStream_t)stream), "send", err);
 }
 
 int mt_nccl_recv(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream, struct mt_err *err)
 {
-	return settle(n, api.Recv(buf, (size_t)count, type(t), 1 - n->me, n->comm, (cudaStream_t)stream), "receive", err);
+	if (mt_nccl_settle(n, err))
+		return -1;
+	return posted(n, api.Recv(buf, (size_t)count, type(t), 1 - n->me, n->comm, (cudaStream_t)stream), "receive",
+		      err);
+}
+
+int mt_nccl_settle(struct mt_nccl *n, struct mt_err *err)
+{
+	const char *what = n->pending;
+	ncclResult_t rc;
+
+	if (!what)
+		return 0;
+	n->pending = NULL;
+	if (api.CommGetAsyncError(n->comm, &rc) != ncclSuccess)
+		rc = ncclInternalError;
+	return settle(n, rc, what, err);
 }
 
 int mt_nccl_wait(struct mt_nccl *n, void *event, const char *what, int64_t step, struct mt_err *err)
@@ -452,7 +593,13 @@ int mt_nccl_recv(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type 
 	(void)n, (void)buf, (void)count, (void)t, (void)stream;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no NCCL support");
 }
+int mt_nccl_settle(struct mt_nccl *n, struct mt_err *err)
+{
+	(void)n;
+	return mt_err_set(err, MT_EXIT_USAGE, "this build has no NCCL support");
+}
 void mt_nccl_close(struct mt_nccl *n, int abort) { (void)n, (void)abort; }
+void mt_nccl_close_all(struct mt_nccl **ns, int count, int abort) { (void)ns, (void)count, (void)abort; }
 const char *mt_nccl_version(const struct mt_nccl *n)
 {
 	(void)n;

@@ -32,12 +32,19 @@ int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err);
  * send waiting for its receiver never holds up a transfer the other way):
  * edge[0] sends to the next stage, edge[1] receives from the previous one, edge[2] sends
  * to the previous stage, edge[3] receives from the next one. Every rank of g calls it;
- * the ids go over MPI to the neighbours, the four initializations at once. */
+ * the ids go over MPI to the neighbours, the four initializations at once, then one
+ * element each way over all four in one group, which connects the pairs together (NCCL
+ * connects a pair at its first transfer, a handshake of both ends: transfers posted
+ * one at a time in different orders on the two ends would wait for each other). */
 int mt_nccl_open_ring(struct mt_nccl **edge, struct mt_dist *g, struct mt_err *err);
 /* Destroys the communicator (every rank calls it), or after a failure here or when
  * `abort`, aborts it: ncclCommAbort in a detached thread, not waited for, since with a
  * rank gone NCCL's abort can wait for it (the caller is about to stop the process). */
 void mt_nccl_close(struct mt_nccl *n, int abort);
+/* The same for `count` (at most 8) communicators at once: every finalization starts
+ * before any is waited for, so ranks that close shared pairs in different orders do not
+ * wait for each other. */
+void mt_nccl_close_all(struct mt_nccl **ns, int count, int abort);
 /* "NCCL 2.28.3" */
 const char *mt_nccl_version(const struct mt_nccl *n);
 
@@ -54,10 +61,16 @@ int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_
 int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 		      struct mt_err *err);
 /* A two-rank communicator's transfer to / from the other rank, on stream; matched by
- * order with the other rank's calls. */
+ * order with the other rank's calls. Posted, not waited for: NCCL may still be taking it
+ * (connecting the pair, enqueueing) in the background, since a caller that waited here
+ * could wait for a peer that waits in another communicator for it. Returns 1 while NCCL
+ * still takes it (the stream holds nothing of it yet), 0 once taken, -1 on an error;
+ * mt_nccl_settle waits for the taking, and must come before the communicator's next
+ * call. */
 int mt_nccl_send(struct mt_nccl *n, const void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 		 struct mt_err *err);
 int mt_nccl_recv(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream, struct mt_err *err);
+int mt_nccl_settle(struct mt_nccl *n, struct mt_err *err);
 /* Wait for a CUDA event recorded after the collectives (cudaEvent_t), polling NCCL's
  * asynchronous error, up to the timeout; on an error or the deadline the communicator
  * is aborted and -1 returned: "rank R (tp T, dp D, pp P): WHAT at step S did not complete
