@@ -175,9 +175,14 @@ struct cu {
 	 * data-parallel buckets that hold them */
 	struct mt_nccl *tpnccl;
 	cudaEvent_t tpev;
+	/* the column-parallel layers' input-gradient sums on a stream of their own, under
+	 * the weight gradients (tp_reduce_start): its start and end on the compute stream */
+	cudaStream_t tpst;
+	cudaEvent_t tpev_in, tpev_out;
 	int tp_last;                   /* this pass is the step's last micro-batch */
 	int64_t tp_done;               /* its replicas at offsets >= this are being summed */
 	int tp_pending;                /* sums launched on s->comm and not yet waited for */
+	int tp_overlap;                /* tp_reduce_begin under the weight gradients */
 	/* pipeline parallelism (t is a stage's table): the passes run on the micro-batch
 	 * bound to them (its pslot; lbase its chunk's first layer, res's row 0), each chunk's
 	 * micro-batches in flight in pslots of their own, made on first use */
@@ -461,6 +466,9 @@ static void cuda_free(struct mt_backend *b)
 		s->tpnccl = NULL;
 		if (!(s->failed || b->failed)) {
 			cudaEventDestroy(s->tpev);
+			cudaEventDestroy(s->tpev_in);
+			cudaEventDestroy(s->tpev_out);
+			cudaStreamDestroy(s->tpst);
 			if (!s->bev)
 				cudaStreamDestroy(s->comm);
 		}
@@ -706,10 +714,17 @@ static int tp_init(struct cu *s, struct mt_err *err)
 		}
 	}
 	e = cudaEventCreateWithFlags(&s->tpev, cudaEventDisableTiming);
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&s->tpev_in, cudaEventDisableTiming);
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&s->tpev_out, cudaEventDisableTiming);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&s->tpst, cudaStreamNonBlocking);
 	if (e == cudaSuccess && !s->comm)
 		e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
+	s->tp_overlap = !(getenv("MT_TP_OVERLAP") && !strcmp(getenv("MT_TP_OVERLAP"), "0"));
 	if (!s->o.quiet)
 		mt_info("cuda: %d tensor-parallel ranks over %s%s", g->world, mt_nccl_version(s->tpnccl),
 			s->sp ? ", sequence parallel" : "");
@@ -1176,18 +1191,9 @@ static int tp_sync(struct cu *s, const char *what)
 static int tp_reduce(struct cu *s, void *out, void *part, int64_t w)
 {
 	if (s->tpnccl) {
-		/* in place on the compute stream: the sum, or this rank's rows of it */
-		enum mt_nccl_type nt = ntype(s->dt);
-		if (s->sp) {
-			if (mt_nccl_reduce_scatter(s->tpnccl, part, s->Nr * w, nt, 0, &s->derr))
-				return tp_failed(s);
-			RT(cudaMemcpyAsync(out, row(s, part, s->r0, w), (size_t)(s->Nr * w) * s->es, cudaMemcpyDeviceToDevice, 0));
-			return 0;
-		}
-		if (mt_nccl_allreduce(s->tpnccl, part, s->N * w, nt, 0, &s->derr))
+		/* on the compute stream, straight into out: the sum, or this rank's rows of it */
+		if (mt_nccl_reduce_into(s->tpnccl, part, out, (s->sp ? s->Nr : s->N) * w, ntype(s->dt), s->sp, 0, &s->derr))
 			return tp_failed(s);
-		if (out != part)
-			RT(cudaMemcpyAsync(out, part, (size_t)(s->N * w) * s->es, cudaMemcpyDeviceToDevice, 0));
 		return 0;
 	}
 	if (st_d2h(s, s->h_a, part, s->N * w))
@@ -1200,6 +1206,27 @@ static int tp_reduce(struct cu *s, void *out, void *part, int64_t w)
 	if (s->tp->allreduce(s->tp->ctx, s->h_a, s->N * w))
 		return tp_failed(s);
 	return st_h2d(s, out, s->h_a, s->N * w);
+}
+
+/* tp_reduce over NCCL, begun: the sum goes on on s->tpst while the compute stream runs
+ * what does not need it (a column-parallel layer's weight gradient, under its input
+ * gradient's sum, as Megatron overlaps them); tp_reduce_end makes the compute stream wait
+ * for it. part and out are not to be touched in between. The same collectives in the
+ * same order on every rank as tp_reduce, and the same sums. */
+static int tp_reduce_begin(struct cu *s, void *out, void *part, int64_t w)
+{
+	RT(cudaEventRecord(s->tpev_in, 0));
+	RT(cudaStreamWaitEvent(s->tpst, s->tpev_in, 0));
+	if (mt_nccl_reduce_into(s->tpnccl, part, out, (s->sp ? s->Nr : s->N) * w, ntype(s->dt), s->sp, s->tpst, &s->derr))
+		return tp_failed(s);
+	RT(cudaEventRecord(s->tpev_out, s->tpst));
+	return 0;
+}
+
+static int tp_reduce_end(struct cu *s)
+{
+	RT(cudaStreamWaitEvent(0, s->tpev_out, 0));
+	return 0;
 }
 
 /* this rank's rows [Nr][w] as all N rows: gathered into s->full with sequence
@@ -1292,6 +1319,9 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	const struct mt_config *c = s->c;
 	enum mt_dtype dt = s->dt;
 	int rms = c->normalization == MT_NORM_RMSNORM, tp = s->tpn > 1;
+	/* over NCCL, whole passes: the column-parallel input gradients' sums overlapped
+	 * (MT_TP_OVERLAP=0: in sequence, for comparisons) */
+	int overlap = tp && s->tpnccl && !dsave && s->tp_overlap;
 	void *xin = row(s, s->res, (l - s->lbase) * s->Nr, s->h), *dfull, *in;
 	float *gb;
 
@@ -1314,6 +1344,14 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	}
 	if (dsave) {
 		RT(cudaMemcpyAsync(dsave[1], s->dbig, (size_t)(s->N * s->fc1) * s->es, cudaMemcpyDeviceToDevice, 0));
+	} else if (overlap) {
+		/* the input gradient first, its sum under the weight gradient */
+		if (!(in = tp_gather(s, sl->ln2, s->h)))
+			return -1;
+		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
+		if (tp_reduce_begin(s, s->dln, s->part, s->h))
+			return -1;
+		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, s->dbig, in, s->N, s->h, s->fc1));
 	} else {
 		if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
 			return -1;
@@ -1321,9 +1359,15 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	}
 	if ((gb = gp(s, l, MT_P_FC1_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
-	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
-	if (tp && tp_reduce(s, s->dln, s->part, s->h))
-		return -1;
+	if (overlap) {
+		if (tp_reduce_end(s))
+			return -1;
+	} else {
+		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h,
+					      s->fc1, 0));
+		if (tp && tp_reduce(s, s->dln, s->part, s->h))
+			return -1;
+	}
 	/* the projection's bias gradient: the column sum of the new s->dres, taken there */
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), gp(s, l, MT_P_PROJ_B), s->dln,
 			       sl->mid, sl->ln2s, wp(s, l, MT_P_LN2_W), s->Nr, s->h, rms, s->scratch));
@@ -1343,6 +1387,13 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 			   c->position_embedding_type == MT_POS_ROPE ? s->rope_cs : NULL));
 	if (dsave) {
 		RT(cudaMemcpyAsync(dsave[3], s->dbig, (size_t)(s->N * s->qkv) * s->es, cudaMemcpyDeviceToDevice, 0));
+	} else if (overlap) {
+		if (!(in = tp_gather(s, sl->ln1, s->h)))
+			return -1;
+		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
+		if (tp_reduce_begin(s, s->dln, s->part, s->h))
+			return -1;
+		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, s->dbig, in, s->N, s->h, s->qkv));
 	} else {
 		if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
 			return -1;
@@ -1350,9 +1401,15 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	}
 	if (!qkv_bias_fused(s) && (gb = gp(s, l, MT_P_QKV_B)))
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
-	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
-	if (tp && tp_reduce(s, s->dln, s->part, s->h))
-		return -1;
+	if (overlap) {
+		if (tp_reduce_end(s))
+			return -1;
+	} else {
+		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h,
+					      s->qkv, 0));
+		if (tp && tp_reduce(s, s->dln, s->part, s->h))
+			return -1;
+	}
 	/* the new s->dres is the output gradient of the layer below's fc2: its bias gradient
 	 * taken here when that layer comes next in this pass */
 	gb = l - 1 >= s->lbase ? gp(s, l - 1, MT_P_FC2_B) : NULL;

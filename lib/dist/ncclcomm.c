@@ -482,6 +482,16 @@ int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_
 		      "reduce-scatter", err);
 }
 
+int mt_nccl_reduce_into(struct mt_nccl *n, const void *send, void *recv, int64_t count, enum mt_nccl_type t, int scatter,
+			void *stream, struct mt_err *err)
+{
+	if (scatter)
+		return settle(n, api.ReduceScatter(send, recv, (size_t)count, type(t), ncclSum, n->comm, (cudaStream_t)stream),
+			      "reduce-scatter", err);
+	return settle(n, api.AllReduce(send, recv, (size_t)count, type(t), ncclSum, n->comm, (cudaStream_t)stream),
+		      "all-reduce", err);
+}
+
 int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 		      struct mt_err *err)
 {
@@ -625,6 +635,12 @@ int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_
 			   struct mt_err *err)
 {
 	(void)n, (void)buf, (void)count, (void)t, (void)stream;
+	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
+}
+int mt_nccl_reduce_into(struct mt_nccl *n, const void *send, void *recv, int64_t count, enum mt_nccl_type t, int scatter,
+			void *stream, struct mt_err *err)
+{
+	(void)n, (void)send, (void)recv, (void)count, (void)t, (void)scatter, (void)stream;
 	return mt_err_set(err, MT_EXIT_USAGE, "no NCCL");
 }
 int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,

@@ -57,6 +57,10 @@ int mt_nccl_allreduce(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_
 /* In place, summed: rank r gets the sum of buf[r * count, (r + 1) * count). */
 int mt_nccl_reduce_scatter(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 			   struct mt_err *err);
+/* Out of place, summed: send[count] (scatter = 0: recv[count] the whole sum), or
+ * send[ranks * count] (scatter = 1: recv[count] this rank's part of the sum). */
+int mt_nccl_reduce_into(struct mt_nccl *n, const void *send, void *recv, int64_t count, enum mt_nccl_type t, int scatter,
+			void *stream, struct mt_err *err);
 /* In place: rank r's buf[r * count, (r + 1) * count) reaches every rank. */
 int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 		      struct mt_err *err);
