@@ -359,9 +359,11 @@ static int megatron(const char *const pos[2], int export, int quiet, long long t
 
 int main(int argc, char **argv)
 {
-	const char *cmd = argc > 1 ? argv[1] : "";
+	const char *cmd;
 
 	mt_tool_start(&info);
+	mt_tool_command_first(argc, argv);
+	cmd = argc > 1 ? argv[1] : "";
 	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
 	    strcmp(cmd, "verify"))
 		for (int i = 1; i < argc; i++)

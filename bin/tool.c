@@ -120,6 +120,31 @@ void mt_tool_common(struct mt_opt *o, int id)
 	}
 }
 
+static int common_flag(const char *a)
+{
+	if (!strcmp(a, "--quiet") || !strcmp(a, "--verbose"))
+		return 1;
+	if (a[0] != '-' || !a[1])
+		return 0;
+	for (const char *c = a + 1; *c; c++)
+		if (*c != 'q' && *c != 'v')
+			return 0;
+	return 1;
+}
+
+void mt_tool_command_first(int argc, char **argv)
+{
+	int i = 1;
+
+	while (i < argc && common_flag(argv[i]))
+		i++;
+	if (i == 1 || i >= argc || argv[i][0] == '-')
+		return;
+	char *word = argv[i];
+	memmove(&argv[2], &argv[1], (size_t)(i - 1) * sizeof(*argv));
+	argv[1] = word;
+}
+
 void mt_tool_unavailable(const struct mt_tool_info *t, int argc, char **argv)
 {
 	struct mt_opt o;

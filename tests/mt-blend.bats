@@ -88,6 +88,9 @@ assert plan["requested_samples"] == 2000
 PY
 	[[ $stderr == *"'$F/a' is oversampled"* ]]
 	[[ $stderr == *"'$F/a' ends up unused"* ]]
+	# -q before the command word: the same plan
+	run -0 --separate-stderr mt-blend -q plan --data-path "1 $F/a 3 $F/b 0 $F/a" --seq-length 32 --train-samples 2000 --json
+	[ "$output" = "$(cat plan.json)" ]
 }
 
 @test "plan: the human table names every source with its weight, documents and epochs" {

@@ -220,6 +220,9 @@ PY
 	mt-ckpt-reshard -q --load B --save C --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2
 	mt-ckpt-reshard merge -q C D
 	[ "$(ls D/iter_0000005)" = model.h5 ]
+	# the common flags may come before the command word too
+	mt-ckpt-reshard -q merge C D2
+	[ "$(ckpt-hash D2)" = "$(ckpt-hash D)" ]
 	h=$(ckpt-hash A)
 	for d in B C D; do
 		[ "$(ckpt-hash $d)" = "$h" ]

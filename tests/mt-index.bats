@@ -112,6 +112,19 @@ same_json() {
 	[[ $stderr == "mt-index: error: unknown option '--no-such-option'"* ]]
 }
 
+@test "-q and -v may come before the command word, as in mt-index -q stat, with the same result" {
+	run -0 --separate-stderr mt-index stat --json "$M"
+	want=$output
+	for pre in -q --quiet -v -qv; do
+		run -0 --separate-stderr mt-index $pre stat --json "$M"
+		[ "$output" = "$want" ] || { echo "$pre: $output"; false; }
+	done
+	run -0 mt-index -q verify "$M"
+	# an option that is not one of those still has to follow the command word
+	run -2 --separate-stderr mt-index --json stat "$M"
+	[[ $stderr == "mt-index: error:"* ]]
+}
+
 @test "stat --json: every number equals the reference reader's" {
 	for p in "$A" "$B" "$AB" "$M"; do
 		run -0 --separate-stderr mt-index stat --json "$p"
