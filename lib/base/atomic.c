@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/files.h"
+
 #define MT_ATOMIC_SLOTS 256
 #define MT_ATOMIC_BUF (1 << 20)
 #define MT_ATOMIC_WRITEBACK (8 << 20) /* start write-back every this many bytes */
@@ -217,15 +219,10 @@ int mt_atomic_write(struct mt_atomic *w, const void *buf, size_t n, struct mt_er
 void mt_atomic_sync_dir(const char *path)
 {
 	char *copy = strdup(path);
-	int fd;
 
 	if (!copy)
 		return;
-	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd); /* best effort: some filesystems refuse directory fsync */
-		close(fd);
-	}
+	mt_fsync_path(dirname(copy), 1); /* best effort: the data is already in place */
 	free(copy);
 }
 

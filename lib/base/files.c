@@ -1,9 +1,13 @@
 /* files.c: small file-system helpers (see files.h). */
 #include "base/files.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int mt_file_read(const char *path, char **text, size_t *len, struct mt_err *err)
 {
@@ -49,4 +53,56 @@ char *mt_path_join(const char *dir, const char *name)
 	if (s)
 		snprintf(s, n, "%s/%s", dir, name);
 	return s;
+}
+
+/* name (relative to dfd) and, for a directory, everything below it */
+static int rm_tree_at(int dfd, const char *name)
+{
+	int fd, rc = 0;
+	DIR *d;
+	struct dirent *e;
+
+	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -1;
+	/* a few passes: a writer that is being stopped may still add a file */
+	for (int pass = 0; pass < 3; pass++) {
+		fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -1;
+		}
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && rm_tree_at(dirfd(d), e->d_name))
+				rc = -1;
+		closedir(d);
+		if (rc)
+			return -1;
+		if (unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != ENOTEMPTY && errno != EEXIST)
+			return -1;
+	}
+	return -1;
+}
+
+int mt_rm_tree(const char *path)
+{
+	return rm_tree_at(AT_FDCWD, path);
+}
+
+int mt_fsync_path(const char *path, int dir)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0)), rc = 0;
+
+	if (fd < 0)
+		return -1;
+	if (fsync(fd) != 0 && !(dir && (errno == EINVAL || errno == EBADF)))
+		rc = -1;
+	close(fd);
+	return rc;
 }

@@ -23,6 +23,7 @@
 #include <xxhash.h>
 
 #include "base/atomic.h"
+#include "base/files.h"
 #include "base/log.h"
 #include "model/config.h"
 
@@ -382,58 +383,6 @@ static int mkdir_p(const char *dir, struct mt_err *err)
 	return 0;
 }
 
-/* Remove name (relative to dfd) and, for a directory, everything below it. ENOENT is
- * success. errno is left at the first failure. */
-static int rm_tree_at(int dfd, const char *name)
-{
-	int fd, rc = 0;
-	DIR *d;
-	struct dirent *e;
-
-	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return -1;
-	for (int pass = 0; pass < 3; pass++) {
-		fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return -1;
-		d = fdopendir(fd);
-		if (!d) {
-			close(fd);
-			return -1;
-		}
-		while ((e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && rm_tree_at(dirfd(d), e->d_name))
-				rc = -1;
-		closedir(d);
-		if (rc)
-			return -1;
-		if (unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-			return 0;
-		if (errno != ENOTEMPTY && errno != EEXIST)
-			return -1;
-	}
-	return -1;
-}
-
-static int rm_tree(const char *path)
-{
-	return rm_tree_at(AT_FDCWD, path);
-}
-
-static int fsync_path(const char *path, int dir)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0)), rc = 0;
-
-	if (fd < 0)
-		return -1;
-	if (fsync(fd) != 0 && !(dir && (errno == EINVAL || errno == EBADF)))
-		rc = -1; /* some file systems refuse to fsync a directory: best effort there */
-	close(fd);
-	return rc;
-}
-
 /* Move the finished temporary directory to its final name. An existing final directory
  * (the same iteration saved again) is swapped out in one step where the file system
  * can (renameat2 RENAME_EXCHANGE), so the name never disappears; the old one ends up
@@ -454,7 +403,7 @@ static int install_dir(const char *tmp, const char *final, struct mt_err *err)
 		return mt_err_set(err, MT_EXIT_IO, "cannot save checkpoint '%s': it exists and is not a directory", final);
 #ifdef RENAME_EXCHANGE
 	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
-		rm_tree(tmp); /* best effort: a leftover is removed by the next save */
+		mt_rm_tree(tmp); /* best effort: a leftover is removed by the next save */
 		return 0;
 	}
 	if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
@@ -464,7 +413,7 @@ static int install_dir(const char *tmp, const char *final, struct mt_err *err)
 	 * renames leaves no DIR/iter_N until the next save (its data is in iter_N.old.<pid>). */
 	if ((size_t)snprintf(old, sizeof(old), "%s.old.%ld", final, (long)getpid()) >= sizeof(old))
 		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", final);
-	rm_tree(old);
+	mt_rm_tree(old);
 	if (rename(final, old) != 0)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", final, old);
 	if (rename(tmp, final) != 0) {
@@ -472,7 +421,7 @@ static int install_dir(const char *tmp, const char *final, struct mt_err *err)
 		rename(old, final);
 		return -1;
 	}
-	rm_tree(old);
+	mt_rm_tree(old);
 	return 0;
 }
 
@@ -980,7 +929,7 @@ static int prune(const char *dir, int64_t saved, int keep_last, struct mt_err *e
 		}
 		if (!tmp_suffix(rest, "") && !(strncmp(rest, ".old.", 5) == 0 && is_pid(rest + 5)))
 			continue;
-		if (rm_tree(p) && !rc)
+		if (mt_rm_tree(p) && !rc)
 			rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot remove the leftover '%s'", p);
 	}
 	closedir(d);
@@ -997,7 +946,7 @@ static int prune(const char *dir, int64_t saved, int keep_last, struct mt_err *e
 		char aside[PATH_CAP + 32];
 		mt_ckpt_iter_dir(p, sizeof(p), dir, old[i], NULL);
 		snprintf(aside, sizeof(aside), "%s.old.%ld", p, (long)getpid());
-		rm_tree(aside);
+		mt_rm_tree(aside);
 		mt_atomic_step("checkpoint");
 		if (rename(p, aside) != 0) {
 			if (errno != ENOENT && !rc)
@@ -1005,7 +954,7 @@ static int prune(const char *dir, int64_t saved, int keep_last, struct mt_err *e
 			continue;
 		}
 		mt_atomic_step("checkpoint");
-		if (rm_tree(aside) && !rc)
+		if (mt_rm_tree(aside) && !rc)
 			rc = mt_err_errno(err, MT_EXIT_IO, "checkpoint saved, but cannot remove the old '%s' (keep-last)", aside);
 	}
 	free(old);
@@ -1044,20 +993,20 @@ int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weight
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", final, (long)getpid()) >= sizeof(tmp) ||
 	    mt_ckpt_file_path(file, sizeof(file), tmp, 0, 1, err))
 		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
-	if (rm_tree(tmp))
+	if (mt_rm_tree(tmp))
 		return mt_err_errno(err, MT_EXIT_IO, "cannot remove the leftover '%s'", tmp);
 	if (mkdir(tmp, 0777) != 0)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", tmp);
 	if (write_h5(file, t, weights, exp_avg, exp_avg_sq, s, err))
 		goto fail;
 	mt_atomic_step("checkpoint");
-	if (fsync_path(file, 0)) {
+	if (mt_fsync_path(file, 0)) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
 		goto fail;
 	}
 	return mt_ckpt_commit(dir, tmp, s->iteration, keep_last, err);
 fail:
-	rm_tree(tmp);
+	mt_rm_tree(tmp);
 	return -1;
 }
 
@@ -1068,18 +1017,18 @@ int mt_ckpt_commit(const char *dir, const char *tmpdir, int64_t iteration, int k
 	if (mt_ckpt_iter_dir(final, sizeof(final), dir, iteration, err))
 		return -1;
 	mt_atomic_step("checkpoint");
-	if (fsync_path(tmpdir, 1)) {
+	if (mt_fsync_path(tmpdir, 1)) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", tmpdir);
-		rm_tree(tmpdir);
+		mt_rm_tree(tmpdir);
 		return -1;
 	}
 	mt_atomic_step("checkpoint");
 	if (install_dir(tmpdir, final, err)) {
-		rm_tree(tmpdir);
+		mt_rm_tree(tmpdir);
 		return -1;
 	}
 	mt_atomic_step("checkpoint");
-	if (fsync_path(dir, 1))
+	if (mt_fsync_path(dir, 1))
 		return mt_err_errno(err, MT_EXIT_IO, "cannot sync directory '%s'", dir);
 	if (write_markers(dir, iteration, err))
 		return mt_err_prefix(err, "checkpoint '%s' written but not marked latest", final);
@@ -2638,7 +2587,7 @@ int mt_ckpt_tmpdir(char *out, size_t n, const char *dir, int64_t iteration, long
 		return -1;
 	if ((size_t)snprintf(out, n, "%s.tmp.%ld", final, tag) >= n)
 		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
-	if (rm_tree(out))
+	if (mt_rm_tree(out))
 		return mt_err_errno(err, MT_EXIT_IO, "cannot remove the leftover '%s'", out);
 	if (mkdir(out, 0777) != 0)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", out);
@@ -2647,7 +2596,7 @@ int mt_ckpt_tmpdir(char *out, size_t n, const char *dir, int64_t iteration, long
 
 void mt_ckpt_abandon(const char *tmpdir)
 {
-	rm_tree(tmpdir);
+	mt_rm_tree(tmpdir);
 }
 
 /* Does part pt write row i of its table? Its range, a tied copy never (the first stage
@@ -2769,7 +2718,7 @@ out:
 	if (H5Fclose(f) < 0 && rc == 0)
 		rc = h5_fail(err, MT_EXIT_IO, "cannot write checkpoint part '%s'", file);
 	mt_atomic_step("checkpoint");
-	if (rc == 0 && fsync_path(file, 0))
+	if (rc == 0 && mt_fsync_path(file, 0))
 		rc = mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint part '%s'", file);
 	return rc;
 }
@@ -3040,7 +2989,7 @@ done:
 	if (f >= 0 && H5Fclose(f) < 0 && rc == 0)
 		rc = h5_fail(err, MT_EXIT_IO, "cannot write checkpoint '%s'", file);
 	mt_atomic_step("checkpoint");
-	if (rc == 0 && fsync_path(file, 0))
+	if (rc == 0 && mt_fsync_path(file, 0))
 		rc = mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
 	if (lists)
 		for (int i = 0; i < H5_GROUPS * lt->n; i++)

@@ -148,36 +148,6 @@ static int copy_file(const char *src, const char *dir, const char *name, struct 
 	return rc;
 }
 
-static void rm_tree(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char *p;
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		p = mt_path_join(dir, e->d_name);
-		if (p)
-			unlink(p);
-		free(p);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
-static void fsync_path(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-}
-
 /* The id of <|endoftext|> in a GPT-2 vocab.json, else -1. */
 static int64_t gpt2_eod(const char *vocab)
 {
@@ -481,7 +451,7 @@ static void remove_leftovers(const char *dir, const char *base)
 		if (*end || pid <= 0 || pid == (long)getpid() || !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))
 			continue;
 		if ((p = mt_path_join(dir, e->d_name))) {
-			rm_tree(p);
+			mt_rm_tree(p);
 			free(p);
 		}
 	}
@@ -549,7 +519,7 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 		goto out_t;
 	if (o->verify && verify(m, tmp, o, r, err))
 		goto out_t;
-	fsync_path(tmp);
+	mt_fsync_path(tmp, 1);
 	if (rename(tmp, outdir) != 0) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", tmp, outdir);
 		goto out_t;
@@ -564,7 +534,7 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 			strcpy(parent, ".");
 		if (!parent[0])
 			strcpy(parent, "/");
-		fsync_path(parent);
+		mt_fsync_path(parent, 1);
 		remove_leftovers(parent, slash ? strrchr(outdir, '/') + 1 : outdir);
 	}
 	rc = 0;
@@ -572,7 +542,7 @@ out_t:
 	mt_hf_tensors_free(&ht);
 out:
 	if (rc)
-		rm_tree(tmp);
+		mt_rm_tree(tmp);
 	free(cfg);
 	free(mpath);
 	return rc;

@@ -1593,44 +1593,6 @@ out:
 	return rc;
 }
 
-static int fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
-static void rm_tree(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (!d) {
-		unlink(dir);
-		return;
-	}
-	while ((e = readdir(d))) {
-		char *p;
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		p = mt_path_join(dir, e->d_name);
-		if (p) {
-			struct stat st;
-			if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-				rm_tree(p);
-			else
-				unlink(p);
-			free(p);
-		}
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_meg_export_opts *o,
 		  struct mt_meg_report *r, struct mt_err *err)
 {
@@ -1699,15 +1661,15 @@ int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_
 			snprintf(file, sizeof(file), "%s/model_optim_rng.pt", sub);
 			if (write_rank(m, o, file, t, p, padded, err))
 				goto out;
-			fsync_dir(sub);
+			mt_fsync_path(sub, 1);
 			r->files++;
 		}
-	fsync_dir(iter);
+	mt_fsync_path(iter, 1);
 	snprintf(file, sizeof(file), "%s/%s", tmp, MT_CKPT_MEGATRON_TRACKER);
 	snprintf(text, sizeof(text), "%lld", (long long)m->iteration);
 	if (mt_atomic_write_file(file, text, strlen(text), err))
 		goto out;
-	fsync_dir(tmp);
+	mt_fsync_path(tmp, 1);
 	rmdir(outdir); /* an empty directory, checked above */
 	if (rename(tmp, outdir) != 0) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot rename '%s' to '%s'", tmp, outdir);
@@ -1721,7 +1683,7 @@ int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_
 			*slash = 0;
 		else
 			strcpy(parent, slash ? "/" : ".");
-		fsync_dir(parent);
+		mt_fsync_path(parent, 1);
 	}
 	r->tp = o->tp;
 	r->pp = o->pp;
@@ -1733,6 +1695,6 @@ int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_
 	rc = 0;
 out:
 	if (rc)
-		rm_tree(tmp);
+		mt_rm_tree(tmp);
 	return rc;
 }
