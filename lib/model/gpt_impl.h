@@ -599,6 +599,50 @@ static void SFX(bias_back)(REAL *db, const REAL *rows, int64_t n, int64_t w)
 				db[o] += rows[r * w + o];
 }
 
+/* A column-parallel linear's backward (QKV, fc1, the output layer): the weight and bias
+ * gradients (gw, gb: NULL when the W pass takes them) from the input rows x, gathered
+ * with SP (not when the W pass gathers its own), and the input gradient into din, its
+ * partial sums reduced over the group through part. 0 or -1. */
+static int SFX(col_back)(const struct SFX(dims) *d, const struct mt_tp *tp, int split, REAL *full, REAL *part,
+			 REAL *din, REAL *gw, REAL *gb, const REAL *dout, const REAL *x, const REAL *w, int64_t n_in,
+			 int64_t n_out)
+{
+	const REAL *in = x;
+	int bad = 0;
+
+	if (d->t <= 1) {
+		SFX(linear_back)(din, 0, gw, gb, dout, x, w, d->N, n_in, n_out);
+		return 0;
+	}
+	in = split ? NULL : SFX(tp_gather)(d, tp, full, x, n_in, &bad);
+	if (bad)
+		return -1;
+	SFX(linear_back)(part, 0, gw, gb, dout, in, w, d->N, n_in, n_out);
+	return SFX(tp_reduce)(d, tp, din, part, n_in);
+}
+
+/* A row-parallel linear's backward (fc2, the attention's projection): the output
+ * gradient dout whole (this rank's rows gathered with SP), the weight gradient from it
+ * (gw NULL: the W pass's, which gets dout whole in save), the input gradient into din;
+ * the bias from this rank's rows with tensor parallelism (gb_tp), else with the weight
+ * (gb). 0 or -1. */
+static int SFX(row_back)(const struct SFX(dims) *d, const struct mt_tp *tp, REAL *full, REAL *din, REAL *gw,
+			 REAL *gb, REAL *gb_tp, const REAL *dout, const REAL *x, const REAL *w, int64_t n_in,
+			 int64_t n_out, REAL *save)
+{
+	const REAL *dfull = dout;
+	int bad = 0, tpon = d->t > 1;
+
+	if (tpon && (dfull = SFX(tp_gather)(d, tp, full, dout, n_out, &bad), bad))
+		return -1;
+	SFX(linear_back)(din, 0, gw, tpon ? NULL : gb, dfull, x, w, d->N, n_in, n_out);
+	if (save)
+		memcpy(save, dfull, (size_t)(d->N * n_out) * sizeof(REAL));
+	if (tpon)
+		SFX(bias_back)(gb_tp, dout, d->Nr, n_out);
+	return 0;
+}
+
 /* the output gradients a split backward pass keeps for its W pass, layer k of the stage */
 #define S_(a, i, k, w) (V_(a, i) + (k) * d.N * (w))
 
@@ -659,17 +703,8 @@ void SFX(mt_gpt_stage_backward)(const struct mt_config *c, const struct mt_param
 		for (int64_t v = 0; v < d.V; v++)
 			z[v] /= (REAL)count;
 	}
-	if (!tpon) {
-		SFX(linear_back)(dln, 0, split ? NULL : gwout, NULL, probs, V_(a, A_LNF), wout, d.N, d.h, d.V);
-	} else {
-		/* the input whole for the weight's gradient (the W pass gathers its own) */
-		const REAL *in = split ? NULL : SFX(tp_gather)(&d, tp, full, V_(a, A_LNF), d.h, &bad);
-		if (bad)
-			goto fail;
-		SFX(linear_back)(part, 0, split ? NULL : gwout, NULL, probs, in, wout, d.N, d.h, d.V);
-		if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
-			goto fail;
-	}
+	if (SFX(col_back)(&d, tp, split, full, part, dln, split ? NULL : gwout, NULL, probs, V_(a, A_LNF), wout, d.h, d.V))
+		goto fail;
 	SFX(norm_back)(dx, SFX(grad)(t, g, -1, MT_P_FINAL_W), SFX(grad)(t, g, -1, MT_P_FINAL_B), dln,
 		       V_(a, A_RESID) + nl * Nr * d.h, V_(a, A_LNFS), SFX(param)(t, w, -1, MT_P_FINAL_W), Nr, d.h, rms);
 layers:
@@ -682,80 +717,36 @@ layers:
 		REAL *atty = V_(a, A_ATTY) + sl * d.N * d.q, *mid = V_(a, A_MID) + sl * Nr * d.h;
 		REAL *ln2 = V_(a, A_LN2) + sl * Nr * d.h, *ln2s = V_(a, A_LN2S) + sl * Nr * 2;
 		REAL *fc1 = V_(a, A_FC1) + sl * d.N * d.fc1, *act = V_(a, A_ACT) + sl * d.N * d.f;
-		const REAL *dfull, *in;
 
 		/* MLP branch: dx flows to mid directly and through fc2, act, fc1, norm2 */
 		memcpy(dmid, dx, (size_t)(Nr * d.h) * sizeof(REAL));
-		if (!tpon) {
-			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_FC2_W), GW(li, MT_P_FC2_B), dx, act,
-					 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
-			if (split)
-				memcpy(S_(a, A_SFC2, sl, d.h), dx, (size_t)(d.N * d.h) * sizeof(REAL));
-		} else {
-			/* row-parallel fc2: the output gradient whole (gathered with SP); its
-			 * bias from this rank's rows (summed over the group with SP) */
-			dfull = SFX(tp_gather)(&d, tp, full, dx, d.h, &bad);
-			if (bad)
-				goto fail;
-			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_FC2_W), NULL, dfull, act,
-					 SFX(param)(t, w, li, MT_P_FC2_W), d.N, d.f, d.h);
-			if (split)
-				memcpy(S_(a, A_SFC2, sl, d.h), dfull, (size_t)(d.N * d.h) * sizeof(REAL));
-			SFX(bias_back)(SFX(grad)(t, g, li, MT_P_FC2_B), dx, Nr, d.h);
-		}
+		/* row-parallel fc2 (its bias with tensor parallelism from this rank's rows,
+		 * summed over the group with SP) */
+		if (SFX(row_back)(&d, tp, full, dbuf2, GW(li, MT_P_FC2_W), GW(li, MT_P_FC2_B), SFX(grad)(t, g, li, MT_P_FC2_B),
+				  dx, act, SFX(param)(t, w, li, MT_P_FC2_W), d.f, d.h, split ? S_(a, A_SFC2, sl, d.h) : NULL))
+			goto fail;
 		SFX(activation_back)(dbuf, dbuf2, fc1, &d, c->swiglu);
 		if (split)
 			memcpy(S_(a, A_SFC1, sl, d.fc1), dbuf, (size_t)(d.N * d.fc1) * sizeof(REAL));
-		if (!tpon) {
-			SFX(linear_back)(dln, 0, GW(li, MT_P_FC1_W), GW(li, MT_P_FC1_B), dbuf, ln2,
-					 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
-		} else {
-			/* column-parallel fc1: the input gradient's partial sums reduced */
-			in = split ? NULL : SFX(tp_gather)(&d, tp, full, ln2, d.h, &bad);
-			if (bad)
-				goto fail;
-			SFX(linear_back)(part, 0, GW(li, MT_P_FC1_W), GW(li, MT_P_FC1_B), dbuf, in,
-					 SFX(param)(t, w, li, MT_P_FC1_W), d.N, d.h, d.fc1);
-			if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
-				goto fail;
-		}
+		if (SFX(col_back)(&d, tp, split, full, part, dln, GW(li, MT_P_FC1_W), GW(li, MT_P_FC1_B), dbuf, ln2,
+				  SFX(param)(t, w, li, MT_P_FC1_W), d.h, d.fc1))
+			goto fail;
 		SFX(norm_back)(dmid, SFX(grad)(t, g, li, MT_P_LN2_W), SFX(grad)(t, g, li, MT_P_LN2_B), dln, mid, ln2s,
 			       SFX(param)(t, w, li, MT_P_LN2_W), Nr, d.h, rms);
 		/* attention branch: dmid flows to xin directly and through proj, attention, qkv, norm1 */
 		memcpy(dx, dmid, (size_t)(Nr * d.h) * sizeof(REAL));
-		if (!tpon) {
-			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_PROJ_W), GW(li, MT_P_PROJ_B), dmid, atty,
-					 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
-			if (split)
-				memcpy(S_(a, A_SPROJ, sl, d.h), dmid, (size_t)(d.N * d.h) * sizeof(REAL));
-		} else {
-			dfull = SFX(tp_gather)(&d, tp, full, dmid, d.h, &bad);
-			if (bad)
-				goto fail;
-			SFX(linear_back)(dbuf2, 0, GW(li, MT_P_PROJ_W), NULL, dfull, atty,
-					 SFX(param)(t, w, li, MT_P_PROJ_W), d.N, d.q, d.h);
-			if (split)
-				memcpy(S_(a, A_SPROJ, sl, d.h), dfull, (size_t)(d.N * d.h) * sizeof(REAL));
-			SFX(bias_back)(SFX(grad)(t, g, li, MT_P_PROJ_B), dmid, Nr, d.h);
-		}
+		if (SFX(row_back)(&d, tp, full, dbuf2, GW(li, MT_P_PROJ_W), GW(li, MT_P_PROJ_B), SFX(grad)(t, g, li, MT_P_PROJ_B),
+				  dmid, atty, SFX(param)(t, w, li, MT_P_PROJ_W), d.q, d.h, split ? S_(a, A_SPROJ, sl, d.h) : NULL))
+			goto fail;
 		memset(dbuf, 0, (size_t)(d.N * d.qkv) * sizeof(REAL));
 		SFX(attention_back)(dbuf, dbuf2, att, qkv, &d);
 		if (c->position_embedding_type == MT_POS_ROPE)
 			SFX(rope)(dbuf, &d, c->rotary_base, 1); /* a rotation's transpose is its inverse */
 		if (split)
 			memcpy(S_(a, A_SQKV, sl, d.qkv), dbuf, (size_t)(d.N * d.qkv) * sizeof(REAL));
-		if (!tpon) {
-			SFX(linear_back)(dln, 0, GW(li, MT_P_QKV_W), GW(li, MT_P_QKV_B), dbuf, ln1,
-					 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
-		} else {
-			in = split ? NULL : SFX(tp_gather)(&d, tp, full, ln1, d.h, &bad);
-			if (bad)
-				goto fail;
-			SFX(linear_back)(part, 0, GW(li, MT_P_QKV_W), GW(li, MT_P_QKV_B), dbuf, in,
-					 SFX(param)(t, w, li, MT_P_QKV_W), d.N, d.h, d.qkv);
-			if (SFX(tp_reduce)(&d, tp, dln, part, d.h))
-				goto fail;
-		}
+		if (SFX(col_back)(&d, tp, split, full, part, dln, GW(li, MT_P_QKV_W), GW(li, MT_P_QKV_B), dbuf, ln1,
+				  SFX(param)(t, w, li, MT_P_QKV_W), d.h, d.qkv))
+			goto fail;
 		SFX(norm_back)(dx, SFX(grad)(t, g, li, MT_P_LN1_W), SFX(grad)(t, g, li, MT_P_LN1_B), dln, xin, ln1s,
 			       SFX(param)(t, w, li, MT_P_LN1_W), Nr, d.h, rms);
 	}
