@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	int id, json = 0, write;
 
 	mt_tool_start(&info);
-	mt_tool_command_first(argc, argv);
+	mt_tool_command_first(argc, argv, (const char *const[]){ "plan", "build", NULL });
 	if (argc > 1 && (!strcmp(argv[1], "plan") || !strcmp(argv[1], "build"))) {
 		write = !strcmp(argv[1], "build");
 		argv[1] = argv[0];

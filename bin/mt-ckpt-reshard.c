@@ -362,7 +362,8 @@ int main(int argc, char **argv)
 	const char *cmd;
 
 	mt_tool_start(&info);
-	mt_tool_command_first(argc, argv);
+	mt_tool_command_first(argc, argv,
+			      (const char *const[]){ "inspect", "export", "import", "merge", "verify", NULL });
 	cmd = argc > 1 ? argv[1] : "";
 	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
 	    strcmp(cmd, "verify"))

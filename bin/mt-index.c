@@ -779,7 +779,7 @@ int main(int argc, char **argv)
 	int id;
 
 	mt_tool_start(&info);
-	mt_tool_command_first(argc, argv);
+	mt_tool_command_first(argc, argv, (const char *const[]){ "stat", "verify", "merge", "cat", "build", NULL });
 	memset(&a, 0, sizeof(a));
 	if (argc > 1 && argv[1][0] != '-') {
 		for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

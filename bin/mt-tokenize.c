@@ -407,6 +407,7 @@ int main(int argc, char **argv)
 	int (*cmd)(struct mt_opt *, struct args *) = cmd_encode;
 
 	mt_tool_start(&info);
+	mt_tool_command_first(argc, argv, (const char *const[]){ "encode", "decode", "train", NULL });
 	memset(&a, 0, sizeof(a));
 	a.eod_id = -1;
 	if (argc > 1 && argv[1][0] != '-') {

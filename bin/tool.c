@@ -132,15 +132,20 @@ static int common_flag(const char *a)
 	return 1;
 }
 
-void mt_tool_command_first(int argc, char **argv)
+void mt_tool_command_first(int argc, char **argv, const char *const *words)
 {
-	int i = 1;
+	int i = 1, known = 0;
+	char *word;
 
 	while (i < argc && common_flag(argv[i]))
 		i++;
-	if (i == 1 || i >= argc || argv[i][0] == '-')
+	if (i == 1 || i >= argc)
 		return;
-	char *word = argv[i];
+	for (const char *const *w = words; *w; w++)
+		known |= !strcmp(argv[i], *w);
+	if (!known)
+		return;
+	word = argv[i];
 	memmove(&argv[2], &argv[1], (size_t)(i - 1) * sizeof(*argv));
 	argv[1] = word;
 }

@@ -13,10 +13,11 @@ void mt_tool_start(const struct mt_tool_info *t);
 /* Handle the ids every tool treats the same (help, version, errors). Returns for
  * any other id. */
 void mt_tool_common(struct mt_opt *o, int id);
-/* Tools with a command word first (mt-index stat, mt-blend plan, mt-ckpt-reshard merge):
- * the options every tool has and that take no value (-q, -v, --quiet, --verbose) may come
- * before the command word too; moves the word to argv[1], the rest in order. */
-void mt_tool_command_first(int argc, char **argv);
+/* Tools with a command word first (mt-index stat, mt-blend plan, mt-ckpt-reshard merge,
+ * mt-tokenize train): the options every tool has and that take no value (-q, -v,
+ * --quiet, --verbose) may come before the command word too; when the first other
+ * argument is one of `words` (NULL-terminated), moves it to argv[1], the rest in order. */
+void mt_tool_command_first(int argc, char **argv, const char *const *words);
 
 /* "mt-x: error: <msg>" on stderr, then exit with `code`. */
 __attribute__((noreturn, format(printf, 2, 3))) void mt_die(int code, const char *fmt, ...);

@@ -53,3 +53,16 @@ load helpers
 	[[ $output == *"cuda: built for"* ]]
 	[[ $output != *" 0 devices visible"* ]]
 }
+
+@test "-q may come before a command word: mt-tokenize -q train makes what mt-tokenize train -q makes" {
+	cd "$BATS_TEST_TMPDIR"
+	python3 "$MT_ROOT/share/demo/make-corpus.py" --docs 200 > c.jsonl
+	mt-tokenize train -q --input c.jsonl --vocab-size 300 --output-prefix A
+	run -0 --separate-stderr mt-tokenize -q train --input c.jsonl --vocab-size 300 --output-prefix B
+	[ -z "$stderr" ]
+	cmp A-vocab.json B-vocab.json
+	cmp A-merges.txt B-merges.txt
+	# a word that is no command stays where it is: an unknown option or command, as before
+	run -2 --separate-stderr mt-tokenize -q frobnicate
+	[[ $stderr == "mt-tokenize: error:"* ]]
+}
