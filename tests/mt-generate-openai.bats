@@ -35,7 +35,7 @@ teardown() {
 # The server on a free port of 127.0.0.1; every wait is bounded.
 start_server() {
 	PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	mt-generate --load "$CK" --server "$PORT" --batch-size 3 --max-body-bytes 8192 "$@" 2> server.log &
+	mt-generate --load "$CK" --server "$PORT" --batch-size 3 --max-body-bytes 8192 "$@" 2> server.log 3>&- &
 	SERVER=$!
 	for _ in $(seq 1 100); do
 		grep -q 'serving PUT /api' server.log 2>/dev/null && return 0

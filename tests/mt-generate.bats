@@ -24,9 +24,15 @@ setup_file() {
 setup() {
 	cd "$BATS_TEST_TMPDIR"
 	F=$BATS_FILE_TMPDIR
+	SERVER=
 	GPT=$F/ck-tiny
 	LLAMA=$F/ck-llama-tiny
 	PROMPTS=("Once upon a time" "One day Anna went to the" "The dog" "x")
+}
+
+# a failed test leaves no server behind
+teardown() {
+	[ -z "$SERVER" ] || kill -KILL "$SERVER" 2>/dev/null || true
 }
 
 # tests/reference/*.py run on Debian's /usr/bin/python3 with torch and h5py
@@ -195,7 +201,8 @@ print("ok")'
 # The server on a free port of 127.0.0.1; every wait is bounded.
 start_server() {
 	PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	mt-generate --load "$GPT" --server "$PORT" --batch-size 2 --max-body-bytes 4096 "$@" 2> server.log &
+	# fd 3 closed: bats waits for whoever holds it, a server a failed test left too
+	mt-generate --load "$GPT" --server "$PORT" --batch-size 2 --max-body-bytes 4096 "$@" 2> server.log 3>&- &
 	SERVER=$!
 	for _ in $(seq 1 100); do
 		grep -q 'serving PUT /api' server.log 2>/dev/null && return 0
@@ -212,7 +219,10 @@ stop_server() {
 		sleep 0.05
 	done
 	! kill -0 "$SERVER" 2>/dev/null
-	wait "$SERVER"
+	local rc=0
+	wait "$SERVER" || rc=$?
+	SERVER=
+	return $rc
 }
 
 put() { # put BODY [PATH [METHOD]]: prints "STATUS BODY"
@@ -284,6 +294,7 @@ print("ok")'
 	kill -INT "$SERVER"
 	for _ in $(seq 1 100); do kill -0 "$SERVER" 2>/dev/null || break; sleep 0.05; done
 	wait "$SERVER"
+	SERVER=
 	grep -q 'SIGINT: stopping' server.log
 }
 
