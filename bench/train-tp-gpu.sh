@@ -54,7 +54,7 @@ steps = [b["elapsed"] - a["elapsed"] for a, b in zip(rows[warm:], rows[warm + 1:
 dt = sum(steps) / len(steps)
 per_gpu = B * T / dt / tp
 mfu = per_gpu * (6 * P + 12 * L * D * T) / peak
-ratio = f"{per_gpu / base:.3f}" if base else "1.000"
+ratio = f"{per_gpu / base:.3f}" if base else ("1.000" if tp == 1 else "- (no TP=1 run)")
 print(f"TP={tp} SP={sp}: {dt*1e3:.1f} ms/step, {per_gpu:,.0f} tok/s per GPU, MFU {100*mfu:.1f}%, "
       f"x TP=1 per GPU {ratio} (params {P/1e9:.2f}B, planned {mem.group(1) if mem else '?'} GiB a rank)|{per_gpu:.0f}")
 PY
