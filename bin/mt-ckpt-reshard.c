@@ -359,20 +359,21 @@ static int megatron(const char *const pos[2], int export, int quiet, long long t
 
 int main(int argc, char **argv)
 {
+	static const char *const commands[] = { "inspect", "export", "import", "merge", "verify", NULL };
 	const char *cmd;
+	int known = 0;
 
 	mt_tool_start(&info);
-	mt_tool_command_first(argc, argv,
-			      (const char *const[]){ "inspect", "export", "import", "merge", "verify", NULL });
+	mt_tool_command_first(argc, argv, commands);
 	cmd = argc > 1 ? argv[1] : "";
-	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
-	    strcmp(cmd, "verify"))
+	for (const char *const *c = commands; *c; c++)
+		known |= !strcmp(cmd, *c);
+	if (!known) {
 		for (int i = 1; i < argc; i++)
 			if (!strncmp(argv[i], "--load", 6) || !strncmp(argv[i], "--save", 6) || !strncmp(argv[i], "--target-", 9))
 				return layout(argc, argv);
-	if (strcmp(cmd, "inspect") && strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") &&
-	    strcmp(cmd, "verify"))
 		mt_tool_unavailable(&info, argc, argv);
+	}
 	argv[1] = argv[0];
 	if (!strcmp(cmd, "inspect"))
 		return inspect(argc - 1, argv + 1);

@@ -776,10 +776,13 @@ int main(int argc, char **argv)
 	struct mt_opt o;
 	struct args a;
 	const struct command *cmd = NULL;
+	const char *words[sizeof(commands) / sizeof(commands[0]) + 1] = { NULL };
 	int id;
 
 	mt_tool_start(&info);
-	mt_tool_command_first(argc, argv, (const char *const[]){ "stat", "verify", "merge", "cat", "build", NULL });
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		words[i] = commands[i].name;
+	mt_tool_command_first(argc, argv, words);
 	memset(&a, 0, sizeof(a));
 	if (argc > 1 && argv[1][0] != '-') {
 		for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -68,9 +68,10 @@ int mt_nccl_allgather(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_
  * order with the other rank's calls. Posted, not waited for: NCCL may still be taking it
  * (connecting the pair, enqueueing) in the background, since a caller that waited here
  * could wait for a peer that waits in another communicator for it. Returns 1 while NCCL
- * still takes it (the stream holds nothing of it yet), 0 once taken, -1 on an error;
- * mt_nccl_settle waits for the taking, and must come before the communicator's next
- * call. */
+ * still takes it (the stream holds nothing of it yet), 0 once taken, -1 on an error.
+ * mt_nccl_settle waits for the taking: a caller that records an event behind the
+ * transfer calls it first (the communicator's next send or receive, and closing it,
+ * settle it too). */
 int mt_nccl_send(struct mt_nccl *n, const void *buf, int64_t count, enum mt_nccl_type t, void *stream,
 		 struct mt_err *err);
 int mt_nccl_recv(struct mt_nccl *n, void *buf, int64_t count, enum mt_nccl_type t, void *stream, struct mt_err *err);

@@ -607,7 +607,7 @@ static int SFX(col_back)(const struct SFX(dims) *d, const struct mt_tp *tp, int 
 			 REAL *din, REAL *gw, REAL *gb, const REAL *dout, const REAL *x, const REAL *w, int64_t n_in,
 			 int64_t n_out)
 {
-	const REAL *in = x;
+	const REAL *in;
 	int bad = 0;
 
 	if (d->t <= 1) {
