@@ -663,6 +663,9 @@ int main(int argc, char **argv)
 		ea.sequence_parallel = a.sequence_parallel && tp > 1;
 		/* Megatron: --recompute-activations sets the granularity to selective */
 		ea.recompute = recompute_act ? MT_RECOMPUTE_SELECTIVE : recompute;
+		/* the GPU run it sizes: mt's CUDA attention keeps no s x s scores (the CPU
+		 * backend's does) */
+		ea.flash_attention = device != 0;
 		ea.pipeline = a.pipeline;
 		ea.pp_schedule = a.pp_schedule;
 		ea.pp_group = a.pp_group;

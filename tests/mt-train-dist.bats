@@ -202,6 +202,20 @@ fields() {
 	[[ $stderr == *"rampup"* ]]
 }
 
+@test "--dry-run: a GPU run's activations leave out the attention's s x s scores, a CPU run's keep them" {
+	D=(--config "$MT_ROOT/share/configs/gpt2-small.conf" --vocab-size 50257 --dry-run --micro-batch-size 8 --bf16)
+	# GPT-2 small, s 1024, b 8, h 768, a 12: s b h = 6291456, 5 a s / h = 80; 12 layers
+	run -0 --separate-stderr mt-train "${D[@]}" --device cuda
+	[[ $output == *"flash attention: s*b*h*34"* ]]
+	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 34 * 12 / 2**30) < 0.01, g" "$output"
+	run -0 --separate-stderr mt-train "${D[@]}" --device cpu
+	[[ $output == *"no parallelism: s*b*h*(34 + 5*a*s/h)"* ]]
+	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 114 * 12 / 2**30) < 0.01, g" "$output"
+	# recomputation is counted as asked, flash attention or not
+	run -0 --separate-stderr mt-train "${D[@]}" --device cuda --recompute-granularity full
+	[[ $output == *"full recompute: 2*s*b*h"* ]]
+}
+
 @test "--dry-run: fp32 under the distributed optimizer counts the sharded master besides the whole weights" {
 	D=(--config "$MT_ROOT/share/configs/gpt2-small.conf" --vocab-size 50257 --dry-run --world-size 4
 		--micro-batch-size 8 --global-batch-size 32 --device cuda)

@@ -183,6 +183,7 @@ struct cu {
 	int64_t tp_done;               /* its replicas at offsets >= this are being summed */
 	int tp_pending;                /* sums launched on s->comm and not yet waited for */
 	int tp_overlap;                /* tp_reduce_begin under the weight gradients */
+	int tp_sms;                    /* > 0: SM count target of the products under a collective */
 	/* pipeline parallelism (t is a stage's table): the passes run on the micro-batch
 	 * bound to them (its pslot; lbase its chunk's first layer, res's row 0), each chunk's
 	 * micro-batches in flight in pslots of their own, made on first use */
@@ -678,7 +679,7 @@ static int group_gpus(struct mt_dist *g, const char *what, int *dev, int *distin
 static int tp_init(struct cu *s, struct mt_err *err)
 {
 	struct mt_dist *g = s->o.tp_dist;
-	int want = s->o.tp_comm, distinct = 1, dev = 0;
+	int want = s->o.tp_comm, distinct = 1, dev = 0, lo = 0, hi = 0;
 	double bad = 0;
 	cudaError_t e;
 
@@ -718,13 +719,21 @@ static int tp_init(struct cu *s, struct mt_err *err)
 		e = cudaEventCreateWithFlags(&s->tpev_in, cudaEventDisableTiming);
 	if (e == cudaSuccess)
 		e = cudaEventCreateWithFlags(&s->tpev_out, cudaEventDisableTiming);
+	/* the collectives' stream at the highest priority, so their kernels get the SMs a
+	 * product beside them leaves (MT_TP_PRIORITY=0: the default priority, to compare) */
 	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&s->tpst, cudaStreamNonBlocking);
+		e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithPriority(&s->tpst, cudaStreamNonBlocking,
+						 getenv("MT_TP_PRIORITY") && !strcmp(getenv("MT_TP_PRIORITY"), "0") ? lo : hi);
 	if (e == cudaSuccess && !s->comm)
 		e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
 	s->tp_overlap = !(getenv("MT_TP_OVERLAP") && !strcmp(getenv("MT_TP_OVERLAP"), "0"));
+	/* MT_TP_SMS=n: the weight gradients under a collective planned for n SMs (cuBLASLt's
+	 * SM count target), leaving the rest to NCCL; 0 (default): the whole GPU */
+	s->tp_sms = getenv("MT_TP_SMS") ? atoi(getenv("MT_TP_SMS")) : 0;
 	if (!s->o.quiet)
 		mt_info("cuda: %d tensor-parallel ranks over %s%s", g->world, mt_nccl_version(s->tpnccl),
 			s->sp ? ", sequence parallel" : "");
@@ -1220,11 +1229,15 @@ static int tp_reduce_begin(struct cu *s, void *out, void *part, int64_t w)
 	if (mt_nccl_reduce_into(s->tpnccl, part, out, (s->sp ? s->Nr : s->N) * w, ntype(s->dt), s->sp, s->tpst, &s->derr))
 		return tp_failed(s);
 	RT(cudaEventRecord(s->tpev_out, s->tpst));
+	if (s->tp_sms)
+		mt_lt_sm_target(s->lt, s->tp_sms);
 	return 0;
 }
 
 static int tp_reduce_end(struct cu *s)
 {
+	if (s->tp_sms)
+		mt_lt_sm_target(s->lt, 0);
 	RT(cudaStreamWaitEvent(0, s->tpev_out, 0));
 	return 0;
 }

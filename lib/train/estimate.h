@@ -19,7 +19,8 @@
  * dtype, gradients in fp32 (Megatron accumulates them in fp32), the optimizer's fp32
  * master copy (16-bit training only) and two AdamW moments, divided by the data-parallel
  * size with the distributed optimizer. Activations per layer and micro-batch by Korthikanti
- * et al. 2022 (mt_estimate_act_layer), in bytes of 16-bit activations, twice that in fp32
+ * et al. 2022 (mt_estimate_act_layer; with flash attention without its s x s term), in
+ * bytes of 16-bit activations, twice that in fp32
  * (every activation 4 bytes instead of 2), times L/pp layers and the micro-batches in
  * flight; plus the last stage's fp32 logits s*b*v/t*4. FLOPs per step are
  * mt_config_flops_per_token x seq x global batch. Nothing here allocates weights. */
@@ -51,6 +52,10 @@ struct mt_estimate_args {
 	const char *dtype;
 	int sequence_parallel;          /* --sequence-parallel; ignored at tp 1, as Megatron does */
 	enum mt_recompute recompute;
+	/* 1: the attention keeps no s x s scores (mt's CUDA attention, flash-style; Megatron
+	 * with flash attention): without recomputation the activations are those of selective
+	 * recompute, the 5as/h term gone */
+	int flash_attention;
 	/* pipeline parallelism: the layers' split (pipeline.size = pp; 0: even, one chunk),
 	 * the schedule (enum mt_pp_kind) and its micro-batch group (0: pp) */
 	struct mt_pp_split pipeline;
