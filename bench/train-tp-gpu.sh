@@ -12,6 +12,9 @@
 #   env LAYERS (24) HIDDEN (2048) HEADS (16) QGROUPS (4) FFN (5632) SEQ (2048) MICRO (4)
 #       GLOBAL (MICRO) VOCAB (50257) PP (1) STEPS (12) WARM (3) SP (1|0|both)
 #       MT_FLAGS (more mt-train flags, e.g. --recompute-granularity full)
+#       TORCH=1: after each mt-train run, PyTorch's own tensor parallelism on the same model,
+#       GPUs and batch (bench/torch_llama_tp.py under torchrun; PP=1 only), and the ratio of
+#       tokens/s; TORCH_COMPILE=1 compiles its layers (else eager)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 command -v mpiexec >/dev/null || { echo "train-tp-gpu: error: mpiexec not found" >&2; exit 4; }
@@ -81,6 +84,15 @@ print(f"TP={tp} SP={sp}{f' PP={n // tp}' if n > tp else ''}: {dt*1e3:.1f} ms/ste
 PY
 )
 		echo "${line%|*}"
-		[ -z "$base" ] && [ "$tp" = 1 ] && base=${line##*|}
+		if [ -z "$base" ] && [ "$tp" = 1 ]; then base=${line##*|}; fi
+		# PyTorch's tensor parallelism on the same model, GPUs and batch (TORCH=1)
+		if [ "${TORCH:-0}" = 1 ] && [ "$PP" = 1 ]; then
+			LAYERS=$L HIDDEN=$D HEADS=${HEADS:-16} QGROUPS=${QGROUPS:-4} FFN=${FFN:-5632} VOCAB=$VOCAB SEQ=$T MICRO=$B \
+				STEPS=$((STEPS - WARM)) WARM=$WARM SP=$sp PEAK=$PEAK COMPILE=${TORCH_COMPILE:-0} torchrun --standalone --nproc-per-node "$tp" \
+				bench/torch_llama_tp.py > "$log.torch" 2>&1 || { echo "TP=$tp SP=$sp: PyTorch failed:"; grep -v "^W" "$log.torch" | tail -15; continue; }
+			t=$(grep '^torch TP=' "$log.torch")
+			echo "${t%|*}; mt-train/PyTorch $(python3 -c "print(f'{$(echo "${line##*|}") / ${t##*|}:.3f}')")"
+		fi
 	done
 done
+exit 0
