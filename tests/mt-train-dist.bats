@@ -214,6 +214,10 @@ fields() {
 	# recomputation is counted as asked, flash attention or not
 	run -0 --separate-stderr mt-train "${D[@]}" --device cuda --recompute-granularity full
 	[[ $output == *"full recompute: 2*s*b*h"* ]]
+	# TP=2 with SP: 34/t, plus the two norms' outputs the CUDA backend keeps gathered
+	run -0 --separate-stderr mt-train "${D[@]}" --device cuda --world-size 2 --tensor-model-parallel-size 2 --sequence-parallel
+	[[ $output == *"norms' outputs kept gathered: s*b*h*(34/t + 4*(t-1)/t)"* ]]
+	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 19 * 12 / 2**30) < 0.01, g" "$output"
 }
 
 @test "--dry-run: fp32 under the distributed optimizer counts the sharded master besides the whole weights" {

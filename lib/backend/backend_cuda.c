@@ -184,6 +184,7 @@ struct cu {
 	int tp_pending;                /* sums launched on s->comm and not yet waited for */
 	int tp_overlap;                /* tp_reduce_begin under the weight gradients */
 	int tp_sms;                    /* > 0: SM count target of the products under a collective */
+	int sp_keep;                   /* SP over NCCL: the norms' outputs kept gathered (N rows) */
 	/* pipeline parallelism (t is a stage's table): the passes run on the micro-batch
 	 * bound to them (its pslot; lbase its chunk's first layer, res's row 0), each chunk's
 	 * micro-batches in flight in pslots of their own, made on first use */
@@ -344,15 +345,15 @@ static void *take(struct carve *k, size_t bytes)
 /* one layer's activations kept for its backward pass */
 static void carve_layer(struct cu *s, struct carve *k, struct slot *sl)
 {
-	size_t es = s->es, N = (size_t)s->N, R = (size_t)s->Nr;
+	size_t es = s->es, N = (size_t)s->N, R = (size_t)s->Nr, LR = s->sp_keep ? N : R;
 
-	sl->ln1 = take(k, R * (size_t)s->h * es);
+	sl->ln1 = take(k, LR * (size_t)s->h * es);
 	sl->ln1s = take(k, R * 2 * sizeof(float));
 	sl->qkv = take(k, N * (size_t)s->qkv * es);
 	sl->atty = take(k, N * (size_t)s->q * es);
 	sl->lse = take(k, N * (size_t)s->np * sizeof(float));
 	sl->mid = take(k, R * (size_t)s->h * es);
-	sl->ln2 = take(k, R * (size_t)s->h * es);
+	sl->ln2 = take(k, LR * (size_t)s->h * es);
 	sl->ln2s = take(k, R * 2 * sizeof(float));
 	sl->fc1 = take(k, N * (size_t)s->fc1 * es);
 	sl->act = take(k, N * (size_t)s->f * es);
@@ -734,6 +735,10 @@ static int tp_init(struct cu *s, struct mt_err *err)
 	/* MT_TP_SMS=n: the weight gradients under a collective planned for n SMs (cuBLASLt's
 	 * SM count target), leaving the rest to NCCL; 0 (default): the whole GPU */
 	s->tp_sms = getenv("MT_TP_SMS") ? atoi(getenv("MT_TP_SMS")) : 0;
+	/* SP: the norms' outputs kept gathered for the weight gradients, not gathered again in
+	 * the backward pass (2 of its 6 collectives a layer; 4-6% a step on two H200s for
+	 * 4 s b h (t-1)/t bytes a layer); MT_SP_KEEP=0 gathers them again, as Megatron does */
+	s->sp_keep = s->sp && !(getenv("MT_SP_KEEP") && !strcmp(getenv("MT_SP_KEEP"), "0"));
 	if (!s->o.quiet)
 		mt_info("cuda: %d tensor-parallel ranks over %s%s", g->world, mt_nccl_version(s->tpnccl),
 			s->sp ? ", sequence parallel" : "");
@@ -1267,6 +1272,31 @@ static void *tp_gather(struct cu *s, void *rows, int64_t w)
 	return st_h2d(s, s->full, s->h_b, s->N * w) ? NULL : s->full;
 }
 
+/* A norm's output, the input of a column-parallel layer: with sp_keep the slot holds all N
+ * rows, this rank's at r0 (ln_rows), gathered in place in the forward pass (ln_whole) and
+ * read whole by the weight gradient (ln_kept: no second gather in the backward pass);
+ * else the rank's rows, gathered into s->full each time they are needed whole. */
+static void *ln_rows(struct cu *s, void *buf)
+{
+	return s->sp_keep ? row(s, buf, s->r0, s->h) : buf;
+}
+
+static void *ln_whole(struct cu *s, void *buf)
+{
+	if (!s->sp_keep)
+		return s->tpn > 1 ? tp_gather(s, buf, s->h) : buf;
+	if (mt_nccl_allgather(s->tpnccl, buf, s->Nr * s->h, ntype(s->dt), 0, &s->derr)) {
+		tp_failed(s);
+		return NULL;
+	}
+	return buf;
+}
+
+static void *ln_kept(struct cu *s, void *buf)
+{
+	return s->sp_keep || s->tpn == 1 ? buf : tp_gather(s, buf, s->h);
+}
+
 /* ---- the passes ---- */
 
 static int layer_fwd(struct cu *s, int l, struct slot *sl)
@@ -1277,10 +1307,10 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	void *xin = row(s, s->res, (l - s->lbase) * s->Nr, s->h), *xout = row(s, s->res, (l + 1 - s->lbase) * s->Nr, s->h);
 	void *in;
 
-	KP(P_NORM, mt_norm_fwd(dt, sl->ln1, sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->Nr, s->h, rms,
-		      (float)c->norm_epsilon));
+	KP(P_NORM, mt_norm_fwd(dt, ln_rows(s, sl->ln1), sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->Nr,
+			       s->h, rms, (float)c->norm_epsilon));
 	/* column-parallel QKV: its input whole on every rank (gathered with SP) */
-	if (!(in = s->tpn > 1 ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
+	if (!(in = ln_whole(s, sl->ln1)))
 		return -1;
 	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->qkv, in, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, s->N, s->h, s->qkv));
 	if (c->position_embedding_type == MT_POS_ROPE)
@@ -1296,9 +1326,9 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->mid, sl->atty, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), xin, s->N,
 					   s->q, s->h));
 	}
-	KP(P_NORM, mt_norm_fwd(dt, sl->ln2, sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B), s->Nr, s->h, rms,
-		      (float)c->norm_epsilon));
-	if (!(in = s->tpn > 1 ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
+	KP(P_NORM, mt_norm_fwd(dt, ln_rows(s, sl->ln2), sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B),
+			       s->Nr, s->h, rms, (float)c->norm_epsilon));
+	if (!(in = ln_whole(s, sl->ln2)))
 		return -1;
 	if (c->swiglu) {
 		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->fc1, in, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, s->N,
@@ -1359,14 +1389,14 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 		RT(cudaMemcpyAsync(dsave[1], s->dbig, (size_t)(s->N * s->fc1) * s->es, cudaMemcpyDeviceToDevice, 0));
 	} else if (overlap) {
 		/* the input gradient first, its sum under the weight gradient */
-		if (!(in = tp_gather(s, sl->ln2, s->h)))
+		if (!(in = ln_kept(s, sl->ln2)))
 			return -1;
 		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
 		if (tp_reduce_begin(s, s->dln, s->part, s->h))
 			return -1;
 		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, s->dbig, in, s->N, s->h, s->fc1));
 	} else {
-		if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
+		if (!(in = ln_kept(s, sl->ln2)))
 			return -1;
 		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, s->dbig, in, s->N, s->h, s->fc1));
 	}
@@ -1401,14 +1431,14 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	if (dsave) {
 		RT(cudaMemcpyAsync(dsave[3], s->dbig, (size_t)(s->N * s->qkv) * s->es, cudaMemcpyDeviceToDevice, 0));
 	} else if (overlap) {
-		if (!(in = tp_gather(s, sl->ln1, s->h)))
+		if (!(in = ln_kept(s, sl->ln1)))
 			return -1;
 		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
 		if (tp_reduce_begin(s, s->dln, s->part, s->h))
 			return -1;
 		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, s->dbig, in, s->N, s->h, s->qkv));
 	} else {
-		if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
+		if (!(in = ln_kept(s, sl->ln1)))
 			return -1;
 		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, s->dbig, in, s->N, s->h, s->qkv));
 	}
@@ -1437,15 +1467,14 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
  * column-parallel ones gathered again under sequence parallelism) */
 static int layer_w(struct cu *s, int l, struct slot *sl, void *const *dsave)
 {
-	int tp = s->tpn > 1;
 	void *in;
 
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC2_W, dsave[0], sl->act, s->N, s->f, s->h));
-	if (!(in = tp ? tp_gather(s, sl->ln2, s->h) : sl->ln2))
+	if (!(in = ln_kept(s, sl->ln2)))
 		return -1;
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, dsave[1], in, s->N, s->h, s->fc1));
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_PROJ_W, dsave[2], sl->atty, s->N, s->q, s->h));
-	if (!(in = tp ? tp_gather(s, sl->ln1, s->h) : sl->ln1))
+	if (!(in = ln_kept(s, sl->ln1)))
 		return -1;
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, dsave[3], in, s->N, s->h, s->qkv));
 	return 0;

@@ -105,14 +105,22 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 		e->ramp_samples_per_increment = e->ramp_increments ? a->rampup[2] / e->ramp_increments : 0;
 	}
 	e->params = mt_config_num_params(c);
-	flash = a->flash_attention && a->recompute == MT_RECOMPUTE_NONE;
+	flash = a->flash_attention && a->recompute != MT_RECOMPUTE_FULL;
 	e->act_layer = mt_estimate_act_layer(s, b, c->hidden_size, c->num_attention_heads, a->tp, a->sequence_parallel,
-					     flash ? MT_RECOMPUTE_SELECTIVE : a->recompute, &e->act_formula) *
-		       (a->param_bytes == 4 ? 2 : 1);
-	if (flash) /* the same bytes as selective recompute: nothing of s x s is kept to recompute */
-		e->act_formula = a->sequence_parallel && a->tp > 1 ? "flash attention, sequence parallel: s*b*h*34/t"
-				 : a->tp > 1			  ? "flash attention, tensor parallel: s*b*h*(10 + 24/t)"
-								  : "flash attention: s*b*h*34";
+					     flash ? MT_RECOMPUTE_SELECTIVE : a->recompute, &e->act_formula);
+	if (flash) {
+		/* the same bytes as selective recompute: nothing of s x s is kept to recompute;
+		 * with SP the CUDA backend keeps the two norms' outputs gathered (all s rows,
+		 * 2 bytes each) for the weight gradients instead of gathering them again */
+		e->act_formula = a->sequence_parallel && a->tp > 1
+					 ? "flash attention, sequence parallel, the norms' outputs kept gathered: "
+					   "s*b*h*(34/t + 4*(t-1)/t)"
+				 : a->tp > 1 ? "flash attention, tensor parallel: s*b*h*(10 + 24/t)"
+					     : "flash attention: s*b*h*34";
+		if (a->sequence_parallel && a->tp > 1)
+			e->act_layer += s * b * c->hidden_size * 4.0 * (t - 1) / t;
+	}
+	e->act_layer *= a->param_bytes == 4 ? 2 : 1;
 	e->grad_accum = a->global_batch_size / md;
 	if (a->pp > 1 && mt_pp_sched_check((enum mt_pp_kind)a->pp_schedule, a->pp, split.vp, (int)e->grad_accum,
 					   a->pp_group, err))

@@ -52,9 +52,10 @@ struct mt_estimate_args {
 	const char *dtype;
 	int sequence_parallel;          /* --sequence-parallel; ignored at tp 1, as Megatron does */
 	enum mt_recompute recompute;
-	/* 1: the attention keeps no s x s scores (mt's CUDA attention, flash-style; Megatron
-	 * with flash attention): without recomputation the activations are those of selective
-	 * recompute, the 5as/h term gone */
+	/* 1: a run of mt's CUDA backend: the attention keeps no s x s scores (flash-style), so
+	 * without full recomputation the activations are those of selective recompute, the
+	 * 5as/h term gone; with sequence parallelism the two norms' outputs are kept gathered
+	 * (4 s b h (t-1)/t bytes a layer more) */
 	int flash_attention;
 	/* pipeline parallelism: the layers' split (pipeline.size = pp; 0: even, one chunk),
 	 * the schedule (enum mt_pp_kind) and its micro-batch group (0: pp) */
