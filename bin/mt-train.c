@@ -666,6 +666,9 @@ int main(int argc, char **argv)
 		/* the GPU run it sizes: mt's CUDA attention keeps no s x s scores (the CPU
 		 * backend's does) */
 		ea.flash_attention = device != 0;
+		/* what a GPU holds besides the planned tensors, measured with nvidia-smi on H200s
+		 * (docs/perf.md): 0.5 GiB alone, 1.35 GiB with NCCL communicators */
+		ea.runtime_bytes = device == 0 ? 0 : world > 1 ? 1.35 * 1073741824.0 : 0.5 * 1073741824.0;
 		ea.pipeline = a.pipeline;
 		ea.pp_schedule = a.pp_schedule;
 		ea.pp_group = a.pp_group;

@@ -208,8 +208,11 @@ fields() {
 	run -0 --separate-stderr mt-train "${D[@]}" --device cuda
 	[[ $output == *"flash attention: s*b*h*34"* ]]
 	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 34 * 12 / 2**30) < 0.01, g" "$output"
+	# what a GPU holds besides the tensors: the CUDA context and libraries
+	[[ $output == *"CUDA context, libraries         0.50 GiB (one rank, no NCCL"* ]]
 	run -0 --separate-stderr mt-train "${D[@]}" --device cpu
 	[[ $output == *"no parallelism: s*b*h*(34 + 5*a*s/h)"* ]]
+	[[ $output != *"CUDA context"* ]]
 	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 114 * 12 / 2**30) < 0.01, g" "$output"
 	# recomputation is counted as asked, flash attention or not
 	run -0 --separate-stderr mt-train "${D[@]}" --device cuda --recompute-granularity full
@@ -217,6 +220,7 @@ fields() {
 	# TP=2 with SP: 34/t, plus the two norms' outputs the CUDA backend keeps gathered
 	run -0 --separate-stderr mt-train "${D[@]}" --device cuda --world-size 2 --tensor-model-parallel-size 2 --sequence-parallel
 	[[ $output == *"norms' outputs kept gathered: s*b*h*(34/t + 4*(t-1)/t)"* ]]
+	[[ $output == *"CUDA context, libraries         1.35 GiB (with NCCL's buffers"* ]]
 	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 19 * 12 / 2**30) < 0.01, g" "$output"
 }
 

@@ -187,7 +187,7 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 		st->activations = e->act_layer * peak;
 		/* the last stage's fp32 logits, one set a micro-batch in flight on its last chunk */
 		st->logits = tab.last_stage ? s * b * (double)v / t * 4 * (lmax > 0 ? lmax : 1) : 0;
-		st->total = st->weights + st->grads + st->optimizer + st->activations + st->logits;
+		st->total = st->weights + st->grads + st->optimizer + st->activations + st->logits + a->runtime_bytes;
 		if (st->total > e->stages[e->busiest].total)
 			e->busiest = r;
 		mt_params_free(&tab);
@@ -201,6 +201,7 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 	e->act_inflight = e->stages[0].inflight;
 	e->activations = e->stages[0].activations;
 	e->logits = e->stages[0].logits;
+	e->runtime = a->runtime_bytes;
 	e->total = e->stages[0].total;
 	e->bubble = a->pp > 1 ? mt_pp_bubble((enum mt_pp_kind)a->pp_schedule, a->pp, split.vp, (int)e->grad_accum, 1, 1, 1) : 0;
 	e->flops_per_step = mt_config_flops_per_token(c) * s * (double)a->global_batch_size;
@@ -285,6 +286,9 @@ void mt_estimate_print(FILE *out, const struct mt_estimate_args *a, const struct
 		a->param_bytes == 4 ? ", x 2 for fp32" : "", e->act_layer / GiB, (long long)e->act_layers,
 		e->act_inflight);
 	fprintf(out, "  logits                      %8.2f GiB\n", e->logits / GiB);
+	if (e->runtime > 0)
+		fprintf(out, "  CUDA context, libraries     %8.2f GiB (%s, as measured on H200s)\n", e->runtime / GiB,
+			a->world > 1 ? "with NCCL's buffers" : "one rank, no NCCL");
 	fprintf(out, "  total                       %8.2f GiB\n", e->total / GiB);
 	if (a->pp > 1) {
 		int v = a->pipeline.vp > 1 ? a->pipeline.vp : 1;

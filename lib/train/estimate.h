@@ -57,6 +57,9 @@ struct mt_estimate_args {
 	 * 5as/h term gone; with sequence parallelism the two norms' outputs are kept gathered
 	 * (4 s b h (t-1)/t bytes a layer more) */
 	int flash_attention;
+	/* bytes a GPU holds beyond the model's tensors (the CUDA context and libraries, NCCL's
+	 * buffers), added to every stage's total; 0: none counted */
+	double runtime_bytes;
 	/* pipeline parallelism: the layers' split (pipeline.size = pp; 0: even, one chunk),
 	 * the schedule (enum mt_pp_kind) and its micro-batch group (0: pp) */
 	struct mt_pp_split pipeline;
@@ -76,7 +79,7 @@ struct mt_estimate_stage {
 
 struct mt_estimate {
 	int64_t params, params_per_gpu;
-	double weights, grads, optimizer, activations, logits, total; /* bytes per GPU */
+	double weights, grads, optimizer, activations, logits, runtime, total; /* bytes per GPU */
 	double act_layer;               /* bytes of one layer and micro-batch, in the training dtype */
 	int64_t act_layers;             /* layers on the first stage */
 	double act_inflight;            /* micro-batches of them in flight at the peak (interleaved:
