@@ -224,6 +224,22 @@ fields() {
 	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 19 * 12 / 2**30) < 0.01, g" "$output"
 }
 
+@test "the Llama 2 configs count the parameters of Meta's released 7B, 13B and 70B models" {
+	# the totals of the Hugging Face checkpoints (embedding and output layer untied, 32000
+	# tokens: unpadded at TP=1, where 32000 is a multiple of 128)
+	for want in 7b:6738415616 13b:13015864320 70b:68976648192; do
+		run -0 --separate-stderr mt-train --config "$MT_ROOT/share/configs/llama2-${want%%:*}.conf" --micro-batch-size 1 \
+			--bf16 --dry-run
+		[[ $output == *"parameters: ${want#*:} "* ]]
+	done
+	# 70B on 8 nodes: TP=8 x PP=8 with SP and the distributed optimizer over DP=2 fits 80 GB GPUs
+	run -0 --separate-stderr mt-train --config "$MT_ROOT/share/configs/llama2-70b.conf" --micro-batch-size 1 \
+		--global-batch-size 1024 --bf16 --dry-run --world-size 128 --tensor-model-parallel-size 8 \
+		--pipeline-model-parallel-size 8 --sequence-parallel --use-distributed-optimizer
+	[[ $output == *"ranks: 128 = tensor 8 x data 2 x pipeline 8"* ]]
+	python3 -c "import re,sys; t = float(re.search(r'^  total +(\S+) GiB', sys.argv[1], re.M).group(1)); assert 10 < t < 75, t" "$output"
+}
+
 @test "--dry-run: fp32 under the distributed optimizer counts the sharded master besides the whole weights" {
 	D=(--config "$MT_ROOT/share/configs/gpt2-small.conf" --vocab-size 50257 --dry-run --world-size 4
 		--micro-batch-size 8 --global-batch-size 32 --device cuda)
