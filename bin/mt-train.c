@@ -663,9 +663,9 @@ int main(int argc, char **argv)
 		ea.sequence_parallel = a.sequence_parallel && tp > 1;
 		/* Megatron: --recompute-activations sets the granularity to selective */
 		ea.recompute = recompute_act ? MT_RECOMPUTE_SELECTIVE : recompute;
-		/* the GPU run it sizes: mt's CUDA attention keeps no s x s scores (the CPU
-		 * backend's does) */
-		ea.flash_attention = device != 0;
+		/* the GPU run it sizes: mt's CUDA backend (its attention keeps no s x s scores,
+		 * the CPU backend's does; its logits come in chunks) */
+		ea.cuda_backend = device != 0;
 		/* what a GPU holds besides the planned tensors, measured with nvidia-smi on H200s
 		 * (docs/perf.md): 0.5 GiB alone, 1.35 GiB with NCCL communicators */
 		ea.runtime_bytes = device == 0 ? 0 : world > 1 ? 1.35 * 1073741824.0 : 0.5 * 1073741824.0;

@@ -208,11 +208,14 @@ fields() {
 	run -0 --separate-stderr mt-train "${D[@]}" --device cuda
 	[[ $output == *"flash attention: s*b*h*34"* ]]
 	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 34 * 12 / 2**30) < 0.01, g" "$output"
-	# what a GPU holds besides the tensors: the CUDA context and libraries
+	# what a GPU holds besides the tensors: the CUDA context and libraries; and its logits,
+	# one chunk of at most 512 MiB in bf16 (s b v 2 = 824 MB here), the CPU's all in fp32
 	[[ $output == *"CUDA context, libraries         0.50 GiB (one rank, no NCCL"* ]]
+	[[ $output == *"logits                          0.50 GiB"* ]]
 	run -0 --separate-stderr mt-train "${D[@]}" --device cpu
 	[[ $output == *"no parallelism: s*b*h*(34 + 5*a*s/h)"* ]]
 	[[ $output != *"CUDA context"* ]]
+	[[ $output == *"logits                          1.54 GiB"* ]]
 	python3 -c "import re,sys; g = float(re.search(r'activations +(\S+) GiB', sys.argv[1]).group(1)); assert abs(g - 6291456 * 114 * 12 / 2**30) < 0.01, g" "$output"
 	# recomputation is counted as asked, flash attention or not
 	run -0 --separate-stderr mt-train "${D[@]}" --device cuda --recompute-granularity full

@@ -78,7 +78,8 @@ static size_t workspace_bytes(void)
 	const char *e = getenv("MT_CUDA_WORKSPACE_MB");
 	return (e && atoi(e) > 0 ? (size_t)atoi(e) : 32) << 20;
 }
-/* logits of at most this many bytes at a time */
+/* logits of at most this many bytes at a time (the dry run counts it: MT_ESTIMATE_CUDA_LOGITS
+ * in lib/train/estimate.h) */
 #define LOGITS_BYTES (512ull << 20)
 
 struct slot {

@@ -105,7 +105,7 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 		e->ramp_samples_per_increment = e->ramp_increments ? a->rampup[2] / e->ramp_increments : 0;
 	}
 	e->params = mt_config_num_params(c);
-	flash = a->flash_attention && a->recompute != MT_RECOMPUTE_FULL;
+	flash = a->cuda_backend && a->recompute != MT_RECOMPUTE_FULL;
 	e->act_layer = mt_estimate_act_layer(s, b, c->hidden_size, c->num_attention_heads, a->tp, a->sequence_parallel,
 					     flash ? MT_RECOMPUTE_SELECTIVE : a->recompute, &e->act_formula);
 	if (flash) {
@@ -185,8 +185,16 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 		}
 		st->inflight = peak / (st->layers > 0 ? st->layers : 1);
 		st->activations = e->act_layer * peak;
-		/* the last stage's fp32 logits, one set a micro-batch in flight on its last chunk */
-		st->logits = tab.last_stage ? s * b * (double)v / t * 4 * (lmax > 0 ? lmax : 1) : 0;
+		/* the last stage's fp32 logits, one set a micro-batch in flight on its last chunk;
+		 * the CUDA backend's one chunk of them at a time */
+		if (!tab.last_stage)
+			st->logits = 0;
+		else if (a->cuda_backend)
+			st->logits = s * b * (double)v / t * a->param_bytes < MT_ESTIMATE_CUDA_LOGITS
+					     ? s * b * (double)v / t * a->param_bytes
+					     : MT_ESTIMATE_CUDA_LOGITS;
+		else
+			st->logits = s * b * (double)v / t * 4 * (lmax > 0 ? lmax : 1);
 		st->total = st->weights + st->grads + st->optimizer + st->activations + st->logits + a->runtime_bytes;
 		if (st->total > e->stages[e->busiest].total)
 			e->busiest = r;

@@ -22,10 +22,14 @@
  * et al. 2022 (mt_estimate_act_layer; with flash attention without its s x s term), in
  * bytes of 16-bit activations, twice that in fp32
  * (every activation 4 bytes instead of 2), times L/pp layers and the micro-batches in
- * flight; plus the last stage's fp32 logits s*b*v/t*4. FLOPs per step are
+ * flight; plus the last stage's fp32 logits s*b*v/t*4 (the CUDA backend: one chunk of
+ * them in the training dtype, cuda_backend). FLOPs per step are
  * mt_config_flops_per_token x seq x global batch. Nothing here allocates weights. */
 #ifndef MT_ESTIMATE_H
 #define MT_ESTIMATE_H
+
+/* the CUDA backend's buffer for a chunk of logits (backend_cuda.c's LOGITS_BYTES) */
+#define MT_ESTIMATE_CUDA_LOGITS (512.0 * 1048576.0)
 
 #include <stdint.h>
 #include <stdio.h>
@@ -55,8 +59,10 @@ struct mt_estimate_args {
 	/* 1: a run of mt's CUDA backend: the attention keeps no s x s scores (flash-style), so
 	 * without full recomputation the activations are those of selective recompute, the
 	 * 5as/h term gone; with sequence parallelism the two norms' outputs are kept gathered
-	 * (4 s b h (t-1)/t bytes a layer more) */
-	int flash_attention;
+	 * (4 s b h (t-1)/t bytes a layer more); the logits are made in chunks of at most
+	 * MT_ESTIMATE_CUDA_LOGITS bytes in the training dtype, one buffer for every micro-batch
+	 * (the head's gradient is made in the forward pass) */
+	int cuda_backend;
 	/* bytes a GPU holds beyond the model's tensors (the CUDA context and libraries, NCCL's
 	 * buffers), added to every stage's total; 0: none counted */
 	double runtime_bytes;
