@@ -2,7 +2,7 @@
 # The sbatch templates on a real one-node Slurm (tests/slurm/cluster.sh): the data-parallel
 # template against the same run under mpiexec, the signal-save-requeue-resume cycle, the
 # preprocessing array job and its merge against one mt-tokenize run, the eval cron helper,
-# the 175B template's dry run. CPU backend, two ranks, a tiny model. Needs root and the
+# the 175B template's dry run, the Llama 2 template from imported weights. CPU backend, two ranks, a tiny model. Needs root and the
 # Slurm packages (scripts/install-deps.sh); skipped with the reason otherwise.
 load ../helpers
 cpu_only
@@ -219,6 +219,65 @@ sys.stdout.write("\0".join(out))'
 	mapfile -d '' argv < <(ckpt_argv "$T/ck/iter_$(printf %07d "$stopped")")
 	(cd "$T" && env -u SLURM_CONF mpiexec -n 8 mt-train "${argv[@]}" --save "$T/ref" -q)
 	[ "$(ckpt-hash "$T/ck")" = "$(ckpt-hash "$T/ref")" ]
+}
+
+@test "llama2-7b.sbatch shrunk to TP 2 x DP 2 on 4 CPU ranks: starts from weights imported from HF's layout, then resumes its own" {
+	echo "1 $S/mk_text_document" > "$T/blend.txt"
+	SHRINK=(--config "$MT_ROOT/share/configs/llama2-7b.conf" --num-layers 2 --hidden-size 64 --num-attention-heads 4
+		--ffn-hidden-size 172 --seq-length 32 --max-position-embeddings 32)
+	# the weights to start from: another run's
+	(cd "$T" && env -u SLURM_CONF mt-train -q "${SHRINK[@]}" --data-path "$S/mk_text_document" --tokenizer-type NullTokenizer \
+		--vocab-size 64 --data-cache-path "$S/cache" --micro-batch-size 4 --train-iters 30 --lr 3e-3 --log-interval 1 --device cpu \
+		--save "$T/run0" --log-json "$T/init.jsonl")
+	# through Hugging Face's layout and back, as released Llama 2 weights come in
+	mt-ckpt-reshard -q export --format hf-llama "$T/run0" "$T/hf"
+	mt-ckpt-reshard -q import --format hf-llama "$T/hf" "$T/init"
+	job() {
+		sbatch --parsable --nodes=1 --ntasks=4 --ntasks-per-node=4 --gpus-per-node=0 --cpus-per-task=1 --chdir="$T" \
+			--output="$T/job$1.out" \
+			--export=ALL,MT_BIN="$MT_BUILD/bin",MT_SLURM="$MT_ROOT/slurm",CONFIG="$MT_ROOT/share/configs/llama2-7b.conf",DATA="$T/blend.txt","TOKENIZER=--tokenizer-type NullTokenizer --vocab-size 64",INIT="$T/init",CKPT="$T/ck",LOGS="$T/logs$1",DATA_CACHE="$S/cache",LAYERS=2,HIDDEN=64,HEADS=4,FFN=172,SEQ=32,DEVICE=cpu,PRECISION=,MICRO_BATCH=2,GLOBAL_BATCH=8,TRAIN_ITERS=$2,WARMUP=2,SAVE_INTERVAL=10,EVAL_INTERVAL=100,LOG_INTERVAL=1,"EXTRA=--distributed-timeout-seconds 60" \
+			"$MT_ROOT/templates/llama2-7b.sbatch"
+	}
+	id=$(job 1 20)
+	run -0 wait_job "$id" 200
+	cat "$T/job1.out"
+	[ "$output" = COMPLETED ]
+	grep -q "ranks: 4 = tensor 2 x data 2 x pipeline 1" "$T/job1.out"
+	[ "$(cat "$T/ck/latest")" = 20 ]
+	# the first start is the same run as --load INIT --finetune under mpiexec: INIT's weights,
+	# a fresh step count and optimizer
+	mapfile -d '' argv < <(ckpt_argv "$T/ck")
+	[[ " ${argv[*]} " == *" --finetune "* ]]
+	(cd "$T" && env -u SLURM_CONF mpiexec -n 4 mt-train "${argv[@]}" --load "$T/init" --save "$T/ref" --log-json "$T/ref.jsonl" -q)
+	diff <(fields "$T/logs1/train.jsonl") <(fields "$T/ref.jsonl")
+	[ "$(head -c 17 "$T/logs1/train.jsonl")" = '{"iteration": 1, ' ]
+	# it starts where INIT's run ended, not from scratch: its first loss is near INIT's last
+	python3 - "$T/init.jsonl" "$T/logs1/train.jsonl" <<'PY'
+import json, sys
+init = [json.loads(l) for l in open(sys.argv[1])]
+run = [json.loads(l) for l in open(sys.argv[2])]
+print(init[0]["loss"], init[-1]["loss"], run[0]["loss"])
+assert run[0]["loss"] < init[0]["loss"] - 1.0 and abs(run[0]["loss"] - init[-1]["loss"]) < 0.5
+PY
+	# a second submission resumes from its own checkpoint (iteration 21 on), INIT unused
+	id=$(job 2 30)
+	run -0 wait_job "$id" 200
+	cat "$T/job2.out"
+	[ "$output" = COMPLETED ]
+	[ "$(cat "$T/ck/latest")" = 30 ]
+	[ "$(head -c 18 "$T/logs2/train.jsonl")" = '{"iteration": 21, ' ]
+}
+
+@test "llama2-7b.sbatch: its dry run puts Llama 2 7B on one node of 8 GPUs within 80 GB each" {
+	run -0 --separate-stderr env MT_DRY_RUN=1 MT_BIN="$MT_BUILD/bin" CONFIG="$MT_ROOT/share/configs/llama2-7b.conf" \
+		bash "$MT_ROOT/templates/llama2-7b.sbatch"
+	[[ $output == *"parameters: 6738415616 "* ]]
+	[[ $output == *"ranks: 8 = tensor 2 x data 4 x pipeline 1"* ]]
+	[[ $output == *"batch: global 1024 = micro 1 x data-parallel 4 x 256 accumulation steps"* ]]
+	python3 -c "import re,sys; t = float(re.search(r'^  total +(\S+) GiB', sys.argv[1], re.M).group(1)); assert 20 < t < 74, t" "$output"
+	run -0 --separate-stderr env MT_DRY_RUN=all MT_BIN="$MT_BUILD/bin" CONFIG="$MT_ROOT/share/configs/llama2-7b.conf" \
+		TOKENIZER="--tokenizer-type NullTokenizer --vocab-size 31999" DATA="$T/blend.txt" bash "$MT_ROOT/templates/llama2-7b.sbatch"
+	[[ $output == *"ranks: 8 = tensor 2 x data 4 x pipeline 1"* ]]
 }
 
 @test "gpt-175b.sbatch: its dry run validates 1024 ranks without a GPU" {
