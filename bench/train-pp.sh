@@ -10,7 +10,9 @@
 # (p - 1)(T_F + T_B - T_W)/(m (T_F + T_B + T_W)), given here with equal pass times and
 # with the pass times measured in the same run (T_B the input-gradient pass, T_W the
 # weight-gradient pass). "mean" averages the stages, "first" is stage 0 (which idles
-# longest in 1F1B's cool-down).
+# longest in 1F1B's cool-down). On GPUs the host's clock does not see the passes (they run
+# asynchronously): there, PP=n bench/train-tp-gpu.sh gives tokens/s and MFU per GPU of a
+# pipeline over NCCL against one GPU.
 #   bench/train-pp.sh                        P=4, 8 micro-batches a step, 8 layers
 #   P=4 M=8 LAYERS=8 HIDDEN=256 SEQ=128 MICRO=2 ITERS=8 SKIP=3 bench/train-pp.sh
 # With more ranks than cores the ranks share them: compute times stretch while several
