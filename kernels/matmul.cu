@@ -29,7 +29,6 @@ struct mt_lt {
 	struct lt_entry *e;
 	int ne, cap;
 	double sustain_ms;
-	int sm_target; // > 0: products planned for that many SMs (a collective runs beside them)
 	void (*tuned)(void *ctx, const struct mt_lt_pick *p, const char *msg);
 	void *ctx;
 };
@@ -76,14 +75,6 @@ extern "C" void mt_lt_tuning(struct mt_lt *lt, double sustain_ms,
 	lt->sustain_ms = sustain_ms > 0 ? sustain_ms : 0;
 	lt->tuned = tuned;
 	lt->ctx = ctx;
-}
-
-extern "C" int mt_lt_sm_target(struct mt_lt *lt, int sms)
-{
-	int was = lt->sm_target;
-
-	lt->sm_target = sms > 0 ? sms : 0;
-	return was;
 }
 
 static struct lt_entry *find(struct mt_lt *lt, const struct mt_lt_key *k)
@@ -357,9 +348,6 @@ static int lt_gemm_epi(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, i
 		LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
 		LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxld, sizeof(auxld)));
 	}
-	if (lt->sm_target)
-		LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &lt->sm_target,
-							sizeof(lt->sm_target)));
 	LT_CHECK(cublasLtMatrixLayoutCreate(&la, tab, ta ? k : m, ta ? m : k, lda));
 	LT_CHECK(cublasLtMatrixLayoutCreate(&lb, tab, tb ? n : k, tb ? k : n, ldb));
 	LT_CHECK(cublasLtMatrixLayoutCreate(&lc, tcd, m, n, ldd));
@@ -374,9 +362,7 @@ static int lt_gemm_epi(struct mt_lt *lt, int ta, int tb, int64_t m, int64_t n, i
 	LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof(al)));
 	al = align_of(D);
 	LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al)));
-	// a product with an SM target takes the heuristic's first candidate for that target
-	// (the picks are keyed by shape alone)
-	if (!lt->sm_target && (lt->ne || lt->sustain_ms > 0)) {
+	if (lt->ne || lt->sustain_ms > 0) {
 		rc = choose(lt, ta, tb, m, n, k, tab, A, lda, B, ldb, beta, tcd, C, D, ldd, epi, op, la, lb, lc, pref, &algo);
 		if (rc) {
 			rc = rc > 0 && !aux ? mt_cuda_fail(__FILE__, __LINE__, "cuBLASLt has no algorithm for %lld x %lld x %lld",

@@ -56,10 +56,6 @@ void mt_lt_tuning(struct mt_lt *lt, double sustain_ms,
 		  void (*tuned)(void *ctx, const struct mt_lt_pick *p, const char *msg), void *ctx);
 /* use p's configuration for its key (replacing an earlier pick of the key) */
 int mt_lt_add_pick(struct mt_lt *lt, const struct mt_lt_pick *p);
-/* plan the products that follow for sms SMs (cuBLASLt's SM count target: a collective
- * runs beside them on the rest); 0: the whole GPU again. Products with a target take the
- * heuristic's first candidate, not the tuned pick. Returns the target before. */
-int mt_lt_sm_target(struct mt_lt *lt, int sms);
 /* the device and library a pick was made on: "<device name>\tcuBLASLt <version>" */
 int mt_lt_ident(char *buf, size_t n);
 

@@ -184,7 +184,6 @@ struct cu {
 	int64_t tp_done;               /* its replicas at offsets >= this are being summed */
 	int tp_pending;                /* sums launched on s->comm and not yet waited for */
 	int tp_overlap;                /* tp_reduce_begin under the weight gradients */
-	int tp_sms;                    /* > 0: SM count target of the products under a collective */
 	int sp_keep;                   /* SP over NCCL: the norms' outputs kept gathered (N rows) */
 	/* pipeline parallelism (t is a stage's table): the passes run on the micro-batch
 	 * bound to them (its pslot; lbase its chunk's first layer, res's row 0), each chunk's
@@ -733,9 +732,6 @@ static int tp_init(struct cu *s, struct mt_err *err)
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
 	s->tp_overlap = !(getenv("MT_TP_OVERLAP") && !strcmp(getenv("MT_TP_OVERLAP"), "0"));
-	/* MT_TP_SMS=n: the weight gradients under a collective planned for n SMs (cuBLASLt's
-	 * SM count target), leaving the rest to NCCL; 0 (default): the whole GPU */
-	s->tp_sms = getenv("MT_TP_SMS") ? atoi(getenv("MT_TP_SMS")) : 0;
 	/* SP: the norms' outputs kept gathered for the weight gradients, not gathered again in
 	 * the backward pass (2 of its 6 collectives a layer; 4-6% a step on two H200s for
 	 * 4 s b h (t-1)/t bytes a layer); MT_SP_KEEP=0 gathers them again, as Megatron does */
@@ -1235,15 +1231,11 @@ static int tp_reduce_begin(struct cu *s, void *out, void *part, int64_t w)
 	if (mt_nccl_reduce_into(s->tpnccl, part, out, (s->sp ? s->Nr : s->N) * w, ntype(s->dt), s->sp, s->tpst, &s->derr))
 		return tp_failed(s);
 	RT(cudaEventRecord(s->tpev_out, s->tpst));
-	if (s->tp_sms)
-		mt_lt_sm_target(s->lt, s->tp_sms);
 	return 0;
 }
 
 static int tp_reduce_end(struct cu *s)
 {
-	if (s->tp_sms)
-		mt_lt_sm_target(s->lt, 0);
 	RT(cudaStreamWaitEvent(0, s->tpev_out, 0));
 	return 0;
 }
@@ -1285,7 +1277,7 @@ static void *ln_rows(struct cu *s, void *buf)
 static void *ln_whole(struct cu *s, void *buf)
 {
 	if (!s->sp_keep)
-		return s->tpn > 1 ? tp_gather(s, buf, s->h) : buf;
+		return tp_gather(s, buf, s->h);
 	if (mt_nccl_allgather(s->tpnccl, buf, s->Nr * s->h, ntype(s->dt), 0, &s->derr)) {
 		tp_failed(s);
 		return NULL;
@@ -1295,7 +1287,7 @@ static void *ln_whole(struct cu *s, void *buf)
 
 static void *ln_kept(struct cu *s, void *buf)
 {
-	return s->sp_keep || s->tpn == 1 ? buf : tp_gather(s, buf, s->h);
+	return s->sp_keep ? buf : tp_gather(s, buf, s->h);
 }
 
 /* ---- the passes ---- */
