@@ -1,15 +1,18 @@
-# Where PyTorch's Llama-style step goes: bench/torch_llama_bench.py's model and step (the
-# file's code up to its timing loop) under torch.profiler for three steps after five,
+# Where PyTorch's step goes: bench/torch_llama_bench.py's model and step (MODEL=gpt2:
+# bench/torch_gpt2_bench.py's; the file's code up to its warm-up or timing loop) under
+# torch.profiler for three steps after five,
 # GPU kernel times summed a step: by kind (matmul, attention, optimizer, Triton, other),
 # the 45 longest kernels, and aten's matmuls by shape. To set beside mt-train's
 # MT_CUDA_PROFILE=1 on the same GPU (docs/perf.md, 2026-11-28, fifth session).
 #   B=8 python3 bench/torch_llama_profile.py      (run from the repository root)
-import collections
+#   MODEL=gpt2 B=64 python3 bench/torch_llama_profile.py
+import collections, os
 import torch
 from torch.profiler import profile, ProfilerActivity
 
-src = open("bench/torch_llama_bench.py").read()
-exec(src[: src.index("for i in range(4): one(i)")])
+gpt2 = os.environ.get("MODEL", "llama") == "gpt2"
+src = open("bench/torch_gpt2_bench.py" if gpt2 else "bench/torch_llama_bench.py").read()
+exec(src[: src.index("for i in range(5): one(i)" if gpt2 else "for i in range(4): one(i)")])
 for i in range(5):
     one(i)
 torch.cuda.synchronize()

@@ -1343,6 +1343,38 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	return 0;
 }
 
+/* the backward of a column-parallel layer (fc1, QKV: weight wk, bias gradient gb or NULL,
+ * n output columns) from its output gradient in s->dbig: kept in save for layer_w, or its
+ * weight gradient against the norm's output ln (gathered again under SP); then its
+ * input gradient, a partial sum under tensor parallelism, reduced into s->dln. overlap
+ * (over NCCL, whole passes): the input gradient first, its sum under the weight
+ * gradient (MT_TP_OVERLAP=0: in sequence, for comparisons) */
+static int col_bwd(struct cu *s, int l, void *ln, enum mt_param_kind wk, float *gb, int64_t n, void *save, int overlap)
+{
+	enum mt_dtype dt = s->dt;
+	int tp = s->tpn > 1;
+	void *in;
+
+	if (save) {
+		RT(cudaMemcpyAsync(save, s->dbig, (size_t)(s->N * n) * s->es, cudaMemcpyDeviceToDevice, 0));
+	} else {
+		if (!(in = ln_kept(s, ln)))
+			return -1;
+		if (overlap) {
+			KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, wk), s->N, s->h, n, 0));
+			if (tp_reduce_begin(s, s->dln, s->part, s->h))
+				return -1;
+		}
+		KP(P_MM_DW, lin_bwd_w(s, l, wk, s->dbig, in, s->N, s->h, n));
+	}
+	if (gb)
+		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, n, s->scratch));
+	if (overlap)
+		return tp_reduce_end(s);
+	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, wk), s->N, s->h, n, 0));
+	return tp && tp_reduce(s, s->dln, s->part, s->h) ? -1 : 0;
+}
+
 /* s->dres holds d loss / d res[l + 1] on entry and d loss / d res[l] on return (this
  * rank's Nr rows). With tensor parallelism the row-parallel layers take the output
  * gradient whole (gathered with SP; their biases from this rank's rows), and the
@@ -1355,10 +1387,9 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	const struct mt_config *c = s->c;
 	enum mt_dtype dt = s->dt;
 	int rms = c->normalization == MT_NORM_RMSNORM, tp = s->tpn > 1;
-	/* over NCCL, whole passes: the column-parallel input gradients' sums overlapped
-	 * (MT_TP_OVERLAP=0: in sequence, for comparisons) */
+	/* over NCCL, whole passes: the column-parallel input gradients' sums overlapped */
 	int overlap = tp && s->tpnccl && !dsave && s->tp_overlap;
-	void *xin = row(s, s->res, (l - s->lbase) * s->Nr, s->h), *dfull, *in;
+	void *xin = row(s, s->res, (l - s->lbase) * s->Nr, s->h), *dfull;
 	float *gb;
 
 	/* MLP */
@@ -1378,32 +1409,8 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 		KP(P_MM_DIN, mt_linear_bwd_in_dgelu(s->lt, dt, s->dbig, dfull, wp(s, l, MT_P_FC2_W), sl->fc1, s->N, s->f,
 						    s->h));
 	}
-	if (dsave) {
-		RT(cudaMemcpyAsync(dsave[1], s->dbig, (size_t)(s->N * s->fc1) * s->es, cudaMemcpyDeviceToDevice, 0));
-	} else if (overlap) {
-		/* the input gradient first, its sum under the weight gradient */
-		if (!(in = ln_kept(s, sl->ln2)))
-			return -1;
-		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h, s->fc1, 0));
-		if (tp_reduce_begin(s, s->dln, s->part, s->h))
-			return -1;
-		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, s->dbig, in, s->N, s->h, s->fc1));
-	} else {
-		if (!(in = ln_kept(s, sl->ln2)))
-			return -1;
-		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, s->dbig, in, s->N, s->h, s->fc1));
-	}
-	if ((gb = gp(s, l, MT_P_FC1_B)))
-		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->fc1, s->scratch));
-	if (overlap) {
-		if (tp_reduce_end(s))
-			return -1;
-	} else {
-		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_FC1_W), s->N, s->h,
-					      s->fc1, 0));
-		if (tp && tp_reduce(s, s->dln, s->part, s->h))
-			return -1;
-	}
+	if (col_bwd(s, l, sl->ln2, MT_P_FC1_W, gp(s, l, MT_P_FC1_B), s->fc1, dsave ? dsave[1] : NULL, overlap))
+		return -1;
 	/* the projection's bias gradient: the column sum of the new s->dres, taken there */
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), gp(s, l, MT_P_PROJ_B), s->dln,
 			       sl->mid, sl->ln2s, wp(s, l, MT_P_LN2_W), s->Nr, s->h, rms, s->scratch));
@@ -1421,31 +1428,9 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	KP(P_ATTN_B, mt_attention_bwd(dt, s->dbig, s->dsmall, sl->atty, sl->lse, sl->qkv, (int)s->B, (int)s->T, (int)s->np,
 			   (int)s->ng, (int)s->hd, gb, s->dsum,
 			   c->position_embedding_type == MT_POS_ROPE ? s->rope_cs : NULL));
-	if (dsave) {
-		RT(cudaMemcpyAsync(dsave[3], s->dbig, (size_t)(s->N * s->qkv) * s->es, cudaMemcpyDeviceToDevice, 0));
-	} else if (overlap) {
-		if (!(in = ln_kept(s, sl->ln1)))
-			return -1;
-		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h, s->qkv, 0));
-		if (tp_reduce_begin(s, s->dln, s->part, s->h))
-			return -1;
-		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, s->dbig, in, s->N, s->h, s->qkv));
-	} else {
-		if (!(in = ln_kept(s, sl->ln1)))
-			return -1;
-		KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, s->dbig, in, s->N, s->h, s->qkv));
-	}
-	if (!qkv_bias_fused(s) && (gb = gp(s, l, MT_P_QKV_B)))
-		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, s->qkv, s->scratch));
-	if (overlap) {
-		if (tp_reduce_end(s))
-			return -1;
-	} else {
-		KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, MT_P_QKV_W), s->N, s->h,
-					      s->qkv, 0));
-		if (tp && tp_reduce(s, s->dln, s->part, s->h))
-			return -1;
-	}
+	if (col_bwd(s, l, sl->ln1, MT_P_QKV_W, qkv_bias_fused(s) ? NULL : gp(s, l, MT_P_QKV_B), s->qkv,
+		    dsave ? dsave[3] : NULL, overlap))
+		return -1;
 	/* the new s->dres is the output gradient of the layer below's fc2: its bias gradient
 	 * taken here when that layer comes next in this pass */
 	gb = l - 1 >= s->lbase ? gp(s, l - 1, MT_P_FC2_B) : NULL;
