@@ -18,8 +18,12 @@
 # (its time is printed, not counted), and the measured run reads them, as a user's runs after
 # the first would. TUNING=FILE keeps the picks in FILE (reused if it exists); TUNING=0 takes
 # cuBLASLt's first candidates.
+#
+# ROUNDS=N runs the pair N times in turn (mt-train, PyTorch, mt-train, ...) after the one
+# tuning run and prints each round's ratio and their median: the GPU's clock under its power
+# limit drifts within a call by about as much as the differences being measured.
 #   bench/train-gpu.sh [MICRO_BATCHES...]   (default: 32 64 for gpt2, 8 for llama)
-#   env MODEL, STEPS (20), WARM (3), MT_ONLY=1, MT_FLAGS (more mt-train flags), TUNING
+#   env MODEL, STEPS (20), WARM (3), ROUNDS (1), MT_ONLY=1, MT_FLAGS (more mt-train flags), TUNING
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${STEPS:-20}
@@ -56,12 +60,16 @@ for B in "${BS[@]}"; do
 			"$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.0f}')" "$t0" "$(date +%s.%N)") s" \
 			"($(grep -c -v '^#' "$TUNING") picks in $TUNING)"
 	fi
-	MT_CUDA_MATMUL_TUNING=$TUNING build/bin/mt-train --device cuda --bf16 "${ARCH[@]}" --vocab-size 50257 --mock-data \
-		--micro-batch-size "$B" --global-batch-size "$B" --train-iters "$STEPS" --log-interval 1 \
-		--lr 6e-4 --weight-decay 0.1 --clip-grad 1.0 --eval-iters 0 --log-json "$W/mt$B.jsonl" ${MT_FLAGS:-} 2> "$W/mt$B.log"
-	rc=$?
-	[ $rc -eq 0 ] || { echo "mt-train B=$B failed ($rc):"; tail -5 "$W/mt$B.log"; continue; }
-	python3 - "$W/mt$B.jsonl" "$W/mt$B.log" "$B" "$WARM" $DIMS > "$W/mt$B.txt" <<'PY'
+	ratios=()
+	for ((r = 1; r <= ${ROUNDS:-1}; r++)); do
+		[ "${ROUNDS:-1}" -gt 1 ] && echo "round $r:"
+		rm -f "$W/mt$B.jsonl" # --log-json appends
+		MT_CUDA_MATMUL_TUNING=$TUNING build/bin/mt-train --device cuda --bf16 "${ARCH[@]}" --vocab-size 50257 --mock-data \
+			--micro-batch-size "$B" --global-batch-size "$B" --train-iters "$STEPS" --log-interval 1 \
+			--lr 6e-4 --weight-decay 0.1 --clip-grad 1.0 --eval-iters 0 --log-json "$W/mt$B.jsonl" ${MT_FLAGS:-} 2> "$W/mt$B.log"
+		rc=$?
+		[ $rc -eq 0 ] || { echo "mt-train B=$B failed ($rc):"; tail -5 "$W/mt$B.log"; break; }
+		python3 - "$W/mt$B.jsonl" "$W/mt$B.log" "$B" "$WARM" $DIMS > "$W/mt$B.txt" <<'PY'
 import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 log = open(sys.argv[2]).read()
@@ -77,11 +85,17 @@ print(f"mt-train {name} B={B} T={T} bf16: {dt*1e3:.1f} ms/step, {tok:,.0f} tok/s
       f"(params {P/1e6:.1f}M, loss {rows[-1]['loss']:.3f}, planned device memory {mem} GiB)")
 print(f"TOKS {tok:.0f}")
 PY
-	grep -v '^TOKS' "$W/mt$B.txt"
-	[ "${MT_ONLY:-0}" = 1 ] && continue
-	B=$B STEPS=$STEPS python3 "$REF" > "$W/pt$B.txt" 2>&1
-	tail -1 "$W/pt$B.txt"
-	mt=$(grep '^TOKS' "$W/mt$B.txt" | cut -d' ' -f2)
-	pt=$(tail -1 "$W/pt$B.txt" | grep -o '[0-9,]* tok/s' | tr -d ',' | cut -d' ' -f1)
-	[ -n "$mt" ] && [ -n "$pt" ] && python3 -c "print(f'B=$B: mt-train / PyTorch tokens/s = {$mt / $pt:.3f}')"
+		grep -v '^TOKS' "$W/mt$B.txt"
+		[ "${MT_ONLY:-0}" = 1 ] && continue
+		B=$B STEPS=$STEPS python3 "$REF" > "$W/pt$B.txt" 2>&1
+		tail -1 "$W/pt$B.txt"
+		mt=$(grep '^TOKS' "$W/mt$B.txt" | cut -d' ' -f2)
+		pt=$(tail -1 "$W/pt$B.txt" | grep -o '[0-9,]* tok/s' | tr -d ',' | cut -d' ' -f1)
+		[ -n "$mt" ] && [ -n "$pt" ] && python3 -c "print(f'B=$B: mt-train / PyTorch tokens/s = {$mt / $pt:.3f}')"
+		[ -n "$mt" ] && [ -n "$pt" ] && ratios+=("$(python3 -c "print($mt / $pt)")")
+	done
+	[ ${#ratios[@]} -gt 1 ] && python3 -c "
+import statistics, sys
+r = [float(x) for x in sys.argv[2:]]
+print(f'B={sys.argv[1]}: median of {len(r)} rounds: mt-train / PyTorch tokens/s = {statistics.median(r):.3f} (rounds: ' + ', '.join(f'{x:.3f}' for x in r) + ')')" "$B" "${ratios[@]}"
 done
