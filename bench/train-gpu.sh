@@ -94,7 +94,7 @@ PY
 		[ -n "$mt" ] && [ -n "$pt" ] && python3 -c "print(f'B=$B: mt-train / PyTorch tokens/s = {$mt / $pt:.3f}')"
 		[ -n "$mt" ] && [ -n "$pt" ] && ratios+=("$(python3 -c "print($mt / $pt)")")
 	done
-	[ ${#ratios[@]} -gt 1 ] && python3 -c "
+	[ ${#ratios[@]} -lt 2 ] || python3 -c "
 import statistics, sys
 r = [float(x) for x in sys.argv[2:]]
 print(f'B={sys.argv[1]}: median of {len(r)} rounds: mt-train / PyTorch tokens/s = {statistics.median(r):.3f} (rounds: ' + ', '.join(f'{x:.3f}' for x in r) + ')')" "$B" "${ratios[@]}"
