@@ -257,3 +257,30 @@ np.save("batch.npy", np.stack([tok, tgt]).astype(np.int32))'
 	[ "$(cat C/latest)" = 50 ]
 	run -2 mt-train "${M[@]}" --train-iters 5 --exit-duration-in-mins -1
 }
+
+@test "bench/train-gpu.sh: ROUNDS=3 runs mt-train and the PyTorch script in turn and prints each ratio and their median (stand-ins for both)" {
+	mkdir -p t/bench t/build/bin
+	cp "$MT_ROOT/bench/train-gpu.sh" t/bench/
+	# mt-train's stand-in logs steps of 1 s, 2 s from its third run on; --log-json appends
+	cat > t/build/bin/mt-train <<'SH'
+#!/usr/bin/env bash
+j= n=1
+while [ $# -gt 0 ]; do case $1 in --log-json) j=$2; shift ;; --train-iters) n=$2; shift ;; esac; shift; done
+echo "mt-train: model: 124475904 parameters" >&2
+echo "mt-train: memory plan 22.00 GiB" >&2
+echo run >> "$(dirname "$0")/runs"
+k=$(wc -l < "$(dirname "$0")/runs")
+for i in $(seq 1 "$n"); do echo "{\"elapsed\": $(( i * (k > 2 ? 2 : 1) )), \"loss\": 10.0}" >> "$j"; done
+SH
+	chmod +x t/build/bin/mt-train
+	echo 'print("torch GPT-2 124M B=64 T=1024 compile=True: 1000.0 ms/step, 65,536 tok/s")' > t/bench/torch_gpt2_bench.py
+	ROUNDS=3 STEPS=6 TUNING=0 run -0 bash t/bench/train-gpu.sh 64
+	[ "$(grep -c '^B=64: mt-train / PyTorch tokens/s = 1.000$' <<< "$output")" = 2 ]
+	grep -qx 'B=64: mt-train / PyTorch tokens/s = 0.500' <<< "$output"
+	grep -qx 'B=64: median of 3 rounds: mt-train / PyTorch tokens/s = 1.000 (rounds: 1.000, 1.000, 0.500)' <<< "$output"
+	# one round (the default): one ratio, no median
+	rm t/build/bin/runs
+	STEPS=6 TUNING=0 run -0 bash t/bench/train-gpu.sh 64
+	grep -qx 'B=64: mt-train / PyTorch tokens/s = 1.000' <<< "$output"
+	! grep -q median <<< "$output"
+}
