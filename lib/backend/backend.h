@@ -177,6 +177,10 @@ struct mt_backend {
  * skipped and the scale lowered, which is routine and no sign of divergence */
 #define MT_GRAD_OVERFLOW 2
 
+/* the CUDA backend makes the logits in chunks of at most this many bytes (the dry run,
+ * lib/train/estimate.c, counts one such buffer) */
+#define MT_CUDA_LOGITS_BYTES (512ull << 20)
+
 extern const struct mt_backend_ops mt_backend_cpu;
 /* Built everywhere; without CUDA its init says so. */
 extern const struct mt_backend_ops mt_backend_cuda;

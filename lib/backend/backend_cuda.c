@@ -78,10 +78,6 @@ static size_t workspace_bytes(void)
 	const char *e = getenv("MT_CUDA_WORKSPACE_MB");
 	return (e && atoi(e) > 0 ? (size_t)atoi(e) : 32) << 20;
 }
-/* logits of at most this many bytes at a time (the dry run counts it: MT_ESTIMATE_CUDA_LOGITS
- * in lib/train/estimate.h) */
-#define LOGITS_BYTES (512ull << 20)
-
 struct slot {
 	void *ln1, *qkv, *atty, *mid, *ln2, *fc1, *act;
 	float *ln1s, *ln2s, *lse;
@@ -857,7 +853,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 	s->nslots = s->o.recompute_full || s->o.inference ? 1 : s->L;
 	if (s->stage)
 		s->nslots = s->o.recompute_full ? 1 : 0; /* the rest in each micro-batch's pslot */
-	s->chunk_rows = (int64_t)(LOGITS_BYTES / ((size_t)s->V * s->es));
+	s->chunk_rows = (int64_t)(MT_CUDA_LOGITS_BYTES / ((size_t)s->V * s->es));
 	if (s->chunk_rows < 1)
 		s->chunk_rows = 1;
 	if (s->chunk_rows > s->N)

@@ -1,10 +1,12 @@
 /* estimate.c: the dry-run arithmetic (see estimate.h). */
 #include "train/estimate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "dist/dist.h"
 #include "dist/ppsched.h"
 #include "model/params.h"
@@ -190,9 +192,7 @@ int mt_estimate(const struct mt_estimate_args *a, struct mt_estimate *e, struct 
 		if (!tab.last_stage)
 			st->logits = 0;
 		else if (a->cuda_backend)
-			st->logits = s * b * (double)v / t * a->param_bytes < MT_ESTIMATE_CUDA_LOGITS
-					     ? s * b * (double)v / t * a->param_bytes
-					     : MT_ESTIMATE_CUDA_LOGITS;
+			st->logits = fmin(s * b * (double)v / t * a->param_bytes, (double)MT_CUDA_LOGITS_BYTES);
 		else
 			st->logits = s * b * (double)v / t * 4 * (lmax > 0 ? lmax : 1);
 		st->total = st->weights + st->grads + st->optimizer + st->activations + st->logits + a->runtime_bytes;

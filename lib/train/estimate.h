@@ -28,9 +28,6 @@
 #ifndef MT_ESTIMATE_H
 #define MT_ESTIMATE_H
 
-/* the CUDA backend's buffer for a chunk of logits (backend_cuda.c's LOGITS_BYTES) */
-#define MT_ESTIMATE_CUDA_LOGITS (512.0 * 1048576.0)
-
 #include <stdint.h>
 #include <stdio.h>
 
@@ -60,7 +57,7 @@ struct mt_estimate_args {
 	 * without full recomputation the activations are those of selective recompute, the
 	 * 5as/h term gone; with sequence parallelism the two norms' outputs are kept gathered
 	 * (4 s b h (t-1)/t bytes a layer more); the logits are made in chunks of at most
-	 * MT_ESTIMATE_CUDA_LOGITS bytes in the training dtype, one buffer for every micro-batch
+	 * MT_CUDA_LOGITS_BYTES (backend.h) in the training dtype, one buffer for every micro-batch
 	 * (the head's gradient is made in the forward pass) */
 	int cuda_backend;
 	/* bytes a GPU holds beyond the model's tensors (the CUDA context and libraries, NCCL's
