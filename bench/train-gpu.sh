@@ -91,8 +91,10 @@ PY
 		tail -1 "$W/pt$B.txt"
 		mt=$(grep '^TOKS' "$W/mt$B.txt" | cut -d' ' -f2)
 		pt=$(tail -1 "$W/pt$B.txt" | grep -o '[0-9,]* tok/s' | tr -d ',' | cut -d' ' -f1)
-		[ -n "$mt" ] && [ -n "$pt" ] && python3 -c "print(f'B=$B: mt-train / PyTorch tokens/s = {$mt / $pt:.3f}')"
-		[ -n "$mt" ] && [ -n "$pt" ] && ratios+=("$(python3 -c "print($mt / $pt)")")
+		if [ -n "$mt" ] && [ -n "$pt" ]; then
+			ratios+=("$(python3 -c "print($mt / $pt)")")
+			python3 -c "print(f'B=$B: mt-train / PyTorch tokens/s = {${ratios[-1]}:.3f}')"
+		fi
 	done
 	[ ${#ratios[@]} -lt 2 ] || python3 -c "
 import statistics, sys
