@@ -139,9 +139,23 @@ template <bool MASK> __device__ __forceinline__ float fwd_val(const float *s, in
 		return s[4 * n + e];
 	}
 }
+// The softmax's options (fwd_opt):
+// - OPT_LAZY: a running maximum moves only when a tile's exceeds it by more than LAZY_LOG2,
+//   so P stays within [0, 2^LAZY_LOG2] and the sums and O well inside fp32; otherwise corr
+//   is 1, and a warp whose rows all keep theirs skips O's rescale (64 multiplications a
+//   thread a tile at head size 128). Head size 128 only: at 64 the branch cost more than the
+//   32 multiplications it skips (GPT-2's forward 5.3 -> 5.5 ms a step; the Llama-style
+//   model's 5.4 -> 5.3; an H200).
+// - OPT_RSUM: the running sums l add the fp32 exponentials, not P's rounded values: one
+//   addition an exponential instead of a conversion and an addition (GPT-2's forward 5.3 ->
+//   5.0 ms a step; with OPT_LAZY the Llama-style model's 5.4 -> 4.9).
+constexpr int OPT_LAZY = 1, OPT_RSUM = 2;
+constexpr float LAZY_LOG2 = 8.0f;
+template <int HD> __host__ __device__ constexpr int fwd_opt() { return OPT_RSUM | (HD == 128 ? OPT_LAZY : 0); }
+
 // the online softmax's new running maxima m of one tile's scores s (scaled, log2 units),
 // corr = 2^(old - new) of each row half, and the running sums l scaled by corr
-template <bool MASK>
+template <bool MASK, int OPT>
 __device__ __forceinline__ void fwd_max(const float *s, float *m, float *l, float *corr, float sl2, int r0, int j0, int tc, int T_)
 {
 #pragma unroll
@@ -153,6 +167,10 @@ __device__ __forceinline__ void fwd_max(const float *s, float *m, float *l, floa
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
 		mn = fmaxf(m[h], mx * sl2);
+		if ((OPT & OPT_LAZY) && mn <= m[h] + LAZY_LOG2) {
+			corr[h] = 1.0f;
+			continue;
+		}
 		corr[h] = ex2(m[h] - mn);
 		m[h] = mn;
 		l[h] *= corr[h];
@@ -160,42 +178,50 @@ __device__ __forceinline__ void fwd_max(const float *s, float *m, float *l, floa
 }
 // the online softmax of one tile: fwd_max, then P packed as the A operand of P.V (16 keys
 // a step: registers (row, keys 0-7), (row + 8, 0-7), (row, 8-15), (row + 8, 8-15) of the
-// step's two 8-key accumulator blocks) and the running sums l of what P.V multiplies.
+// step's two 8-key accumulator blocks) and the running sums l (OPT_RSUM: of the
+// exponentials; else of what P.V multiplies).
 // s is only read: P.V may still be in flight, and writing registers that a product
 // issued with it uses would make ptxas serialize the products.
-template <typename T, bool MASK>
+template <typename T, bool MASK, int OPT>
 __device__ __forceinline__ void fwd_softmax(const float *s, float *m, float *l, float *corr, unsigned (*pa)[4], float sl2,
 					    int r0, int j0, int tc, int T_)
 {
-	fwd_max<MASK>(s, m, l, corr, sl2, r0, j0, tc, T_);
+	fwd_max<MASK, OPT>(s, m, l, corr, sl2, r0, j0, tc, T_);
 #pragma unroll
 	for (int kk = 0; kk < BK / 16; kk++)
 #pragma unroll
 		for (int r = 0; r < 4; r++) {
 			int n = 2 * kk + r / 2, e = 2 * (r % 2);
-			pa[kk][r] = pack2<T>(ex2(fwd_val<MASK>(s, n, e, r0, j0, tc, T_) * sl2 - m[r % 2]),
-					     ex2(fwd_val<MASK>(s, n, e + 1, r0, j0, tc, T_) * sl2 - m[r % 2]));
-			l[r % 2] += sum2<T>(pa[kk][r]);
+			float x0 = ex2(fwd_val<MASK>(s, n, e, r0, j0, tc, T_) * sl2 - m[r % 2]);
+			float x1 = ex2(fwd_val<MASK>(s, n, e + 1, r0, j0, tc, T_) * sl2 - m[r % 2]);
+			pa[kk][r] = pack2<T>(x0, x1);
+			if constexpr (OPT & OPT_RSUM)
+				l[r % 2] += x0 + x1;
+			else
+				l[r % 2] += sum2<T>(pa[kk][r]);
 		}
 }
 // the same with P left in s as fp32 exponentials (in place: P.V of the previous tile
 // may still be in flight, but it reads P's registers, not these), for fwd_pack to pack
 // once that product is done, so that one P buffer serves (FlashAttention-3's order)
-template <bool MASK>
+template <bool MASK, int OPT>
 __device__ __forceinline__ void fwd_softmax_exp(float *s, float *m, float *l, float *corr, float sl2, int r0, int j0, int tc,
 						int T_)
 {
-	fwd_max<MASK>(s, m, l, corr, sl2, r0, j0, tc, T_);
+	fwd_max<MASK, OPT>(s, m, l, corr, sl2, r0, j0, tc, T_);
 #pragma unroll
 	for (int n = 0; n < BK / 8; n++)
 #pragma unroll
-		for (int e = 0; e < 4; e++)
+		for (int e = 0; e < 4; e++) {
 			s[4 * n + e] = ex2(fwd_val<MASK>(s, n, e, r0, j0, tc, T_) * sl2 - m[e >> 1]);
+			if constexpr (OPT & OPT_RSUM)
+				l[e >> 1] += s[4 * n + e];
+		}
 }
 // P packed as the A operand of P.V (16 keys a step: registers (row, keys 0-7), (row + 8,
-// 0-7), (row, 8-15), (row + 8, 8-15) of the step's two 8-key accumulator blocks), and the
-// running sums l of what P.V multiplies (the rounded values)
-template <typename T> __device__ __forceinline__ void fwd_pack(const float *s, float *l, unsigned (*pa)[4])
+// 0-7), (row, 8-15), (row + 8, 8-15) of the step's two 8-key accumulator blocks), and
+// without OPT_RSUM the running sums l of what P.V multiplies (the rounded values)
+template <typename T, int OPT> __device__ __forceinline__ void fwd_pack(const float *s, float *l, unsigned (*pa)[4])
 {
 #pragma unroll
 	for (int kk = 0; kk < BK / 16; kk++)
@@ -203,7 +229,8 @@ template <typename T> __device__ __forceinline__ void fwd_pack(const float *s, f
 		for (int r = 0; r < 4; r++) {
 			int n = 2 * kk + r / 2, e = 2 * (r % 2);
 			pa[kk][r] = pack2<T>(s[4 * n + e], s[4 * n + e + 1]);
-			l[r % 2] += sum2<T>(pa[kk][r]);
+			if constexpr (!(OPT & OPT_RSUM))
+				l[r % 2] += sum2<T>(pa[kk][r]);
 		}
 }
 
@@ -281,7 +308,7 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 						      int gh)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = FWD_STAGES;
+	constexpr int NH = HD / 64, QBYTES = BQ * HD * 2, KBYTES = BK * HD * 2, ND = HD / 2, NS = FWD_STAGES, OPT = fwd_opt<HD>();
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sq = base, sk0 = base + QBYTES, sv0 = sk0 + NS * KBYTES, bars = sv0 + NS * KBYTES;
@@ -383,10 +410,10 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 		wgmma_wait<0>();
 		wgmma_hold<BK / 2>(s);
 		if constexpr (TWO_P) {
-			fwd_softmax<T, true>(s, m, l, corr, pa, g.sl2, r0, 0, tc, g.T);
+			fwd_softmax<T, true, OPT>(s, m, l, corr, pa, g.sl2, r0, 0, tc, g.T);
 		} else {
-			fwd_softmax_exp<true>(s, m, l, corr, g.sl2, r0, 0, tc, g.T);
-			fwd_pack<T>(s, l, pa);
+			fwd_softmax_exp<true, OPT>(s, m, l, corr, g.sl2, r0, 0, tc, g.T);
+			fwd_pack<T, OPT>(s, l, pa);
 		}
 		// tile t: P of tile t - 1 in pp. With two P buffers (head size 64), this tile's P
 		// goes into pq while P.V runs, and the loop runs two tiles an iteration with the
@@ -405,28 +432,29 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 			bool mask = j0 + BK - 1 > rlo || j0 + BK > g.T; // keys after some row of this warpgroup, or past the end
 			if constexpr (TWO_P) {
 				if (mask)
-					fwd_softmax<T, true>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+					fwd_softmax<T, true, OPT>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
 				else
-					fwd_softmax<T, false>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
+					fwd_softmax<T, false, OPT>(s, m, l, corr, pq, g.sl2, r0, j0, tc, g.T);
 			} else {
 				if (mask)
-					fwd_softmax_exp<true>(s, m, l, corr, g.sl2, r0, j0, tc, g.T);
+					fwd_softmax_exp<true, OPT>(s, m, l, corr, g.sl2, r0, j0, tc, g.T);
 				else
-					fwd_softmax_exp<false>(s, m, l, corr, g.sl2, r0, j0, tc, g.T);
+					fwd_softmax_exp<false, OPT>(s, m, l, corr, g.sl2, r0, j0, tc, g.T);
 			}
 			wgmma_wait<0>();
 			wgmma_hold<ND>(o);
 			if (lane == 0)
 				mbar_arrive(empty0 + 8 * sp);
+			if (!(OPT & OPT_LAZY) || __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f))
 #pragma unroll
-			for (int n = 0; n < HD / 8; n++) {
-				o[4 * n] *= corr[0];
-				o[4 * n + 1] *= corr[0];
-				o[4 * n + 2] *= corr[1];
-				o[4 * n + 3] *= corr[1];
-			}
+				for (int n = 0; n < HD / 8; n++) {
+					o[4 * n] *= corr[0];
+					o[4 * n + 1] *= corr[0];
+					o[4 * n + 2] *= corr[1];
+					o[4 * n + 3] *= corr[1];
+				}
 			if constexpr (!TWO_P)
-				fwd_pack<T>(s, l, pq);
+				fwd_pack<T, OPT>(s, l, pq);
 		};
 		uint32_t sl = (gt + nt - 1) % NS; // the last tile's stage
 		if constexpr (TWO_P) {
@@ -509,6 +537,14 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 // queries a tile (key/value kernel), keys a tile (query kernel): 128 at head size 64 (each
 // product twice as wide for the same waits), 64 at 128 (registers)
 template <int HD> __host__ __device__ constexpr int bm() { return HD <= 64 ? 128 : 64; }
+// whether the five-product kernel leaves the softmax scale out of dS and applies it to dK
+// (its epilogue) and dQ (dq_out) once: one multiplication fewer a score (GPT-2's backward
+// 15.5 -> 15.3 ms a step on an H200). bf16 only: unscaled, fp16's dS would have 8 to 11
+// times less headroom under the loss scale.
+template <typename T, int MODE> __host__ __device__ constexpr bool bwd_fold()
+{
+	return MODE != 0 && std::is_same<T, __nv_bfloat16>::value;
+}
 
 // the key/value kernel's shared memory: K, V; the query and output-gradient ring; lse and
 // D columns; with dQ (MODE > 0) the tile's dS ([2 key halves][BM][128 B]) and two buffers of
@@ -655,6 +691,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2, DQB = BM * HD * 4;
+	constexpr bool FOLD = bwd_fold<T, MODE>();
 	// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written /
 	// read), 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s
 	// buffer s read by the bulk reduction (the writer arrives, the consumers wait), 8 the
@@ -805,7 +842,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 						p[u] = ex2(st[4 * n + e + u] * g.sl2 - cl[qc]);
 						if (mask && (j > i || i >= g.T || j >= g.T))
 							p[u] = 0.0f;
-						ds[u] = p[u] * (dp[4 * n + e + u] - cl[BM + qc]) * g.scale;
+						ds[u] = p[u] * (dp[4 * n + e + u] - cl[BM + qc]);
+						if constexpr (!FOLD)
+							ds[u] *= g.scale;
 					}
 					pa[kk][r] = pack2<T>(p[0], p[1]);
 					da[kk][r] = pack2<T>(ds[0], ds[1]);
@@ -857,6 +896,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 				mbar_arrive(empty0 + 8 * s);
 		}
 	}
+	if constexpr (FOLD) // dS without the softmax scale: dK's (and dq_out's dQ) here
+#pragma unroll
+		for (int i = 0; i < ND; i++)
+			dk[i] *= g.scale;
 	if (pk) {
 		// the key and value bias gradients' share of this block: its columns summed over
 		// its keys (rows past the sequence hold zeros), in a fixed order: the thread's two
@@ -1028,11 +1071,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 // columns of a row (two float4 in, 16 bytes out), four rows each. With pq, the tile's
 // column sums too (the query bias gradients' share; fp32 before rounding, rows past the
 // sequence left out): the thread's rows, then its column's threads in order.
+// Every value is multiplied by mul first (bwd_fold's softmax scale, or 1).
 // With rope, the inverse rotation of each query position: column c's partner c + HD / 2 is
 // with the thread CP / 2 lanes away (every lane then runs every row, the rows past the
 // sequence too, which the tile holds: the shuffles take the whole warp).
 template <typename T, int HD>
-__global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *pq, geo90 g, int nqt, const float *rope)
+__global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *pq, geo90 g, int nqt, const float *rope,
+					      float mul)
 {
 	constexpr int BM = bm<HD>(), CP = HD / 8, RP = 256 / CP, NP = BM / RP;
 	__shared__ float red[256][9];
@@ -1051,6 +1096,7 @@ __global__ void __launch_bounds__(256) dq_out(T *dqkv, const float *acc, float *
 		float4 a = *(const float4 *)(ta + r * HD + (((2 * j) ^ (r & 7)) * 4));
 		float4 c = *(const float4 *)(ta + r * HD + (((2 * j + 1) ^ (r & 7)) * 4));
 		uint4 o;
+		a.x *= mul, a.y *= mul, a.z *= mul, a.w *= mul, c.x *= mul, c.y *= mul, c.z *= mul, c.w *= mul;
 		if (rope) {
 			float x[8] = { a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w }, y[8];
 			bool lo = j < CP / 2;
@@ -1254,13 +1300,14 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	// key blocks after another's, for comparisons)
 	static const bool order = !env_is("MT_ATTN_ORDER", "0");
 	int gh = !order ? 0 : mt_attention_bwd_group > 0 ? mt_attention_bwd_group : std::max(1, sm_count() / nkb);
-	MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dkv<T, HD, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
-	fa3_bwd_dkv<T, HD, MODE><<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
+	auto kern = fa3_bwd_dkv<T, HD, MODE>;
+	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
+	kern<<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
 		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr, gh);
 	MT_LAUNCH_CHECK("attention");
 	if constexpr (MODE != 0) {
 		dq_out<T, HD><<<(unsigned)((int64_t)B * np * nqt), 256, 0, MT_STREAM>>>((T *)dqkv, sc.acc, fuse ? sc.pq : NULL, g,
-											nqt, kr);
+											nqt, kr, bwd_fold<T, MODE>() ? g.scale : 1.0f);
 		MT_LAUNCH_CHECK("attention");
 	} else {
 		MT_CUDA_CHECK(cudaFuncSetAttribute(fa3_bwd_dq<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));

@@ -118,6 +118,18 @@ static struct buf out(enum mt_dtype dt, int64_t n)
 	return b;
 }
 
+/* b's host values, rounded to its type, to the device (and the rounded values kept) */
+static void put(struct buf *b)
+{
+	uint16_t *tmp = malloc((size_t)b->n * 2);
+	for (int64_t i = 0; b->dt != MT_F32 && i < b->n; i++) {
+		tmp[i] = b->dt == MT_BF16 ? f2bf(b->h[i]) : f2h(b->h[i]);
+		b->h[i] = b->dt == MT_BF16 ? bf2f(tmp[i]) : h2f(tmp[i]);
+	}
+	cudaMemcpy(b->d, b->dt == MT_F32 ? (void *)b->h : (void *)tmp, (size_t)b->n * esz(b->dt), cudaMemcpyHostToDevice);
+	free(tmp);
+}
+
 static void fetch(struct buf *b)
 {
 	uint16_t *tmp = malloc((size_t)b->n * 2);
@@ -784,10 +796,28 @@ static void test_act(enum mt_dtype dt, int64_t f)
 static int64_t qo(int np, int ng, int hd, int hh) { int per = np / ng; return ((hh / per) * (per + 2) + hh % per) * hd; }
 static int64_t ko(int np, int ng, int hd, int g) { int per = np / ng; return (g * (per + 2) + per) * hd; }
 
+/* att_ramp > 0: scores that grow along the keys by about att_ramp (natural log units) every
+ * 128 keys, plus the random part: every query gets 0.5 in each column and key j
+ * att_ramp * 2 j / (128 sqrt(hd)), so that the forward's running maxima move by that much
+ * from key tile to key tile (the sm_90a forward at head size 128 rescales its sums and
+ * output only when a maximum moves by more than 2^8) */
+static double att_ramp;
+
 static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int hd)
 {
 	int64_t row = (np + 2 * ng) * hd, N = (int64_t)B * T, q = (int64_t)np * hd;
 	struct buf qkv = mk(dt, N * row, 1.5), y = out(dt, N * q), lse = out(MT_F32, N * np), dy = mk(dt, N * q, 1);
+	if (att_ramp > 0) {
+		for (int64_t n = 0; n < N; n++)
+			for (int hh = 0; hh < np; hh++)
+				for (int e = 0; e < hd; e++) {
+					qkv.h[n * row + qo(np, ng, hd, hh) + e] += 0.5f;
+					if (hh < ng)
+						qkv.h[n * row + ko(np, ng, hd, hh) + e] +=
+							(float)(att_ramp * 2 * (double)(n % T) / (128 * sqrt((double)hd)));
+				}
+		put(&qkv);
+	}
 	struct buf dqkv = out(dt, N * row), db = mk(MT_F32, row, 1); /* the bias gradient adds to what is there */
 	double *ry = calloc((size_t)(N * q), 8), *rd = calloc((size_t)(N * row), 8), *p = malloc((size_t)T * 8);
 	double *rb = malloc((size_t)row * 8);
@@ -839,11 +869,11 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 				}
 			}
 		}
-	snprintf(what, sizeof(what), "attention fwd B%d T%d heads %d/%d hd %d%s", B, T, np, ng, hd,
-		 mt_attention_sm90 ? "" : " (mma.sync)");
+	snprintf(what, sizeof(what), "attention fwd B%d T%d heads %d/%d hd %d%s%s", B, T, np, ng, hd,
+		 mt_attention_sm90 ? "" : " (mma.sync)", att_ramp > 0 ? ", growing scores" : "");
 	CHECK(y.h, ry, N * q, dt, what);
-	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d%s", B, T, np, ng, hd,
-		 mt_attention_deterministic ? " (fixed order)" : "");
+	snprintf(what, sizeof(what), "attention bwd B%d T%d heads %d/%d hd %d%s%s", B, T, np, ng, hd,
+		 mt_attention_deterministic ? " (fixed order)" : "", att_ramp > 0 ? ", growing scores" : "");
 	CHECK(dqkv.h, rd, N * row, dt, what);
 	/* the QKV bias gradient: column sums of the reference (its key part is zero up to
 	 * rounding: a softmax's gradient sums to zero over each query's keys) */
@@ -1709,6 +1739,15 @@ int main(void)
 		test_attention(MT_BF16, nb, 300, 8, 2, 128);
 		test_attention(MT_BF16, nb, 300, 8, 2, 64);
 	}
+	/* scores that grow from key tile to key tile: by about 8 (11.5 in log2 units, so the
+	 * running maxima move every tile) and by about 2.8 (4 in log2 units: maxima kept for a
+	 * tile or two, P up to 2^8) */
+	for (int i = 0; i < 2; i++) {
+		att_ramp = i ? 2.8 : 8;
+		test_attention(MT_BF16, 1, 1000, 2, 2, 128);
+		test_attention(MT_BF16, 1, 1000, 2, 2, 64);
+	}
+	att_ramp = 0;
 	test_attention_repeats(MT_BF16, 2, 1024, 4, 2, 64);
 	test_attention_repeats(MT_BF16, 1, 2000, 4, 2, 128);
 	/* on a Hopper device the cases above ran the sm_90a forward: the mma.sync one too */
