@@ -89,35 +89,6 @@ struct buf {
 
 static size_t esz(enum mt_dtype dt) { return dt == MT_F32 ? 4 : 2; }
 
-static struct buf mk(enum mt_dtype dt, int64_t n, double scale)
-{
-	struct buf b = { dt, n, NULL, malloc((size_t)n * 4) };
-	uint16_t *tmp = malloc((size_t)n * 2);
-
-	cudaMalloc(&b.d, (size_t)n * esz(dt));
-	for (int64_t i = 0; i < n; i++) {
-		b.h[i] = (float)(urand() * scale);
-		if (dt == MT_BF16) {
-			tmp[i] = f2bf(b.h[i]);
-			b.h[i] = bf2f(tmp[i]);
-		} else if (dt == MT_F16) {
-			tmp[i] = f2h(b.h[i]);
-			b.h[i] = h2f(tmp[i]);
-		}
-	}
-	cudaMemcpy(b.d, dt == MT_F32 ? (void *)b.h : (void *)tmp, (size_t)n * esz(dt), cudaMemcpyHostToDevice);
-	free(tmp);
-	return b;
-}
-
-static struct buf out(enum mt_dtype dt, int64_t n)
-{
-	struct buf b = { dt, n, NULL, malloc((size_t)n * 4) };
-	cudaMalloc(&b.d, (size_t)n * esz(dt));
-	cudaMemset(b.d, 0xff, (size_t)n * esz(dt)); /* NaN in fp32, bf16 and fp16 */
-	return b;
-}
-
 /* b's host values, rounded to its type, to the device (and the rounded values kept) */
 static void put(struct buf *b)
 {
@@ -128,6 +99,25 @@ static void put(struct buf *b)
 	}
 	cudaMemcpy(b->d, b->dt == MT_F32 ? (void *)b->h : (void *)tmp, (size_t)b->n * esz(b->dt), cudaMemcpyHostToDevice);
 	free(tmp);
+}
+
+static struct buf mk(enum mt_dtype dt, int64_t n, double scale)
+{
+	struct buf b = { dt, n, NULL, malloc((size_t)n * 4) };
+
+	cudaMalloc(&b.d, (size_t)n * esz(dt));
+	for (int64_t i = 0; i < n; i++)
+		b.h[i] = (float)(urand() * scale);
+	put(&b);
+	return b;
+}
+
+static struct buf out(enum mt_dtype dt, int64_t n)
+{
+	struct buf b = { dt, n, NULL, malloc((size_t)n * 4) };
+	cudaMalloc(&b.d, (size_t)n * esz(dt));
+	cudaMemset(b.d, 0xff, (size_t)n * esz(dt)); /* NaN in fp32, bf16 and fp16 */
+	return b;
 }
 
 static void fetch(struct buf *b)
