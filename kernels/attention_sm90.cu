@@ -519,7 +519,9 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 // (bwd_dsum). Per tile:
 //   S^T = K Q^T, dP^T = V dO^T (both operands K-major in shared memory),
 //   P^T = exp(S^T - lse), dS^T = P^T (dP^T - D) scale, dV += P^T dO, dK += dS^T Q
-//   (P^T and dS^T from registers, dO and Q MN-major).
+//   (P^T and dS^T from registers, dO and Q MN-major). The two consumer warpgroups take
+//   turns to issue S^T and dP^T, as the forward's do (the backward of GPT-2 B=64 3-4%
+//   faster, the Llama-style model's 1-2%; an H200).
 // The query gradients, two ways (MODE):
 // - 1 and 2 (the default; five products): the same pass also computes the tile's
 //   dQ = dS K. dS goes to shared memory (stmatrix, transposed: query rows of keys), both
@@ -687,7 +689,7 @@ template <typename T, int HD, int MODE>
 __global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g, float *dqacc,
-		    int *turn, float *pk, const float *rope, int gh)
+		    int *turn, float *pk, const float *rope, int gh, int pp)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	constexpr int BM = bm<HD>(), KVB = BK * HD * 2, QB = BM * HD * 2, ND = HD / 2, DQB = BM * HD * 4;
@@ -695,8 +697,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 	// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written /
 	// read), 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s
 	// buffer s read by the bulk reduction (the writer arrives, the consumers wait), 8 the
-	// bias gradients' sums (both consumer warpgroups)
-	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_BIAS = 8, NB_N = 256 + 32;
+	// bias gradients' sums (both consumer warpgroups), 9 + c consumer c's turn to issue
+	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_BIAS = 8, NB_PP = 9, NB_N = 256 + 32;
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, sds = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
@@ -798,6 +800,21 @@ __global__ void __launch_bounds__(THREADS, 1)
 		else
 			nl = nd = 0.0f;
 	};
+	// pp: the two warpgroups take turns to issue S^T and dP^T (named barriers NB_PP + c:
+	// consumer c's turn), so that the first one's softmax runs while the second one's
+	// products do, and the second one's while the first one's dV and dK do; without the
+	// turns both issue at once and run their softmax at the same time, the tensor cores idle.
+	// The second starts by giving the first its turn and leaves out its last hand-over.
+	auto turn_wait = [&]() {
+		if (pp)
+			nbar_sync(NB_PP + c, 256);
+	};
+	auto turn_pass = [&](int t) {
+		if (pp && !(t == ntile - 1 && c == 1))
+			nbar_arrive(NB_PP + 1 - c, 256);
+	};
+	if (pp && c == 1)
+		nbar_arrive(NB_PP, 256);
 	cols_load(0);
 	mbar_wait(kvbar, 0);
 	for (int t = 0; t < ntile; t++) {
@@ -818,14 +835,18 @@ __global__ void __launch_bounds__(THREADS, 1)
 		// at 64 queries a tile, the first tile of a key block lies wholly before the second
 		// warpgroup's keys: its P and dS are zero, and only its (zero) part of dS is stored
 		if (BM < BK && k0 + 64 * c >= q0 + BM) {
+			turn_wait();
+			turn_pass(t);
 #pragma unroll
 			for (int kk = 0; kk < BM / 16; kk++)
 #pragma unroll
 				for (int r = 0; r < 4; r++)
 					da[kk][r] = 0u;
 		} else {
+			turn_wait();
 			ss_kmajor<T, BM, HD>(st, sk + c * 64 * 128, BK, sq, BM);
 			ss_kmajor<T, BM, HD>(dp, sv + c * 64 * 128, BK, so, BM);
+			turn_pass(t);
 			wgmma_wait<0>();
 			wgmma_hold<BM / 2>(st);
 			wgmma_hold<BM / 2>(dp);
@@ -1300,10 +1321,12 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	// key blocks after another's, for comparisons)
 	static const bool order = !env_is("MT_ATTN_ORDER", "0");
 	int gh = !order ? 0 : mt_attention_bwd_group > 0 ? mt_attention_bwd_group : std::max(1, sm_count() / nkb);
+	// the consumer warpgroups' turns (MT_ATTN_BWD_PP=0: both issue as they come, for comparisons)
+	static const int bpp = !env_is("MT_ATTN_BWD_PP", "0");
 	auto kern = fa3_bwd_dkv<T, HD, MODE>;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
 	kern<<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
-		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr, gh);
+		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr, gh, bpp);
 	MT_LAUNCH_CHECK("attention");
 	if constexpr (MODE != 0) {
 		dq_out<T, HD><<<(unsigned)((int64_t)B * np * nqt), 256, 0, MT_STREAM>>>((T *)dqkv, sc.acc, fuse ? sc.pq : NULL, g,
