@@ -697,7 +697,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 	// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written /
 	// read), 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s
 	// buffer s read by the bulk reduction (the writer arrives, the consumers wait), 8 the
-	// bias gradients' sums (both consumer warpgroups), 9 + c consumer c's turn to issue
+	// bias gradients' sums (both consumer warpgroups); in every mode, 9 + c consumer c's turn
 	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_BIAS = 8, NB_PP = 9, NB_N = 256 + 32;
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
