@@ -29,6 +29,11 @@ extern int mt_attention_deterministic;
  * (head group, batch) pairs, the longest first within a group; n > 0: groups of n pairs
  * (tests: several groups at small sizes) */
 extern int mt_attention_bwd_group;
+/* head size 128: -1 (default): MT_ATTN_BWD_ALT decides, on unless it is 0; 1: the sm_90a
+ * backward's two consumer warpgroups take turns to make each query tile's whole dQ; 0: each
+ * makes half of every tile's. The same products either way, so the same bits (tests compare
+ * them) */
+extern int mt_attention_bwd_alt;
 /* the sm_90a forward: 0 when it ran, 1 when it does not apply here, -1 on a CUDA error */
 int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
 /* the sm_90a backward, the same way */

@@ -49,6 +49,7 @@
 extern "C" int mt_attention_sm90 = 1;
 extern "C" int mt_attention_deterministic = 0;
 extern "C" int mt_attention_bwd_group = 0;
+extern "C" int mt_attention_bwd_alt = -1;
 
 namespace {
 
@@ -521,11 +522,14 @@ __global__ void __launch_bounds__(THREADS, 1) fa3_fwd(T *y, float *lse, const __
 //   P^T = exp(S^T - lse), dS^T = P^T (dP^T - D) scale, dV += P^T dO, dK += dS^T Q
 //   (P^T and dS^T from registers, dO and Q MN-major). The two consumer warpgroups take
 //   turns to issue S^T and dP^T, as the forward's do (the backward of GPT-2 B=64 3%
-//   faster, the Llama-style model's 1.3%: means of four runs each on H200s).
+//   faster, the Llama-style model's 1.3%: means of four runs each on H200s), at head size
+//   64; at 128 they make dQ in turns instead (below).
 // The query gradients, two ways (MODE):
 // - 1 and 2 (the default; five products): the same pass also computes the tile's
 //   dQ = dS K. dS goes to shared memory (stmatrix, transposed: query rows of keys), both
-//   warpgroups' halves make one 128-key product, and the fp32 result is added to a dQ
+//   warpgroups' halves make one 128-key product (at head size 64 each warpgroup makes it
+//   for half of the tile's queries; at 128 one warpgroup makes all of it, the two in turn,
+//   so that the other goes on without waiting), and the fp32 result is added to a dQ
 //   accumulator in global memory by one bulk reduction (cp.reduce.async.bulk) a tile,
 //   which a warp of the producer warpgroup issues from a double buffer. MODE 1 lets the
 //   key blocks add in any order (a run's bits may differ in dQ's last places); MODE 2
@@ -685,7 +689,7 @@ __device__ __forceinline__ int ld_acquire(const int *p)
 }
 #endif
 
-template <typename T, int HD, int MODE>
+template <typename T, int HD, int MODE, bool ALT>
 __global__ void __launch_bounds__(THREADS, 1)
 	fa3_bwd_dkv(T *dqkv, const float *lse, const float *D, const __grid_constant__ CUtensorMap tq,
 		    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tdo, geo90 g, float *dqacc,
@@ -697,8 +701,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 	// named barriers of the five-product kernel: 3 both consumer warpgroups (dS written /
 	// read), 4 + s dQ buffer s written (the consumers arrive, the writer warp waits), 6 + s
 	// buffer s read by the bulk reduction (the writer arrives, the consumers wait), 8 the
-	// bias gradients' sums (both consumer warpgroups); in every mode, 9 + c consumer c's turn
-	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_BIAS = 8, NB_PP = 9, NB_N = 256 + 32;
+	// bias gradients' sums (both consumer warpgroups); in every mode, 9 + c consumer c's turn.
+	// ALT (head size 128): tile t's whole dQ is warpgroup t % 2's, so dQ buffer s is written
+	// by consumer s alone (4 + s, 6 + s: 128 + 32 threads); 3 says the other warpgroup's half
+	// of dS is written, 11 that the last tile's dQ products (the other warpgroup's) have read dS
+	constexpr int NB_DS = 3, NB_FULL = 4, NB_FREE = 6, NB_BIAS = 8, NB_PP = 9, NB_DSFREE = 11;
+	constexpr int NB_N = ALT ? 128 + 32 : 256 + 32;
+	static_assert(!ALT || (HD == 128 && MODE != 0), "dQ by one warpgroup a tile: head size 128, five products");
 	extern __shared__ unsigned char smraw[];
 	uint32_t base = (smem_u32(smraw) + 1023u) & ~1023u;
 	uint32_t sk = base, sv = sk + KVB, sq0 = sv + KVB, so0 = sq0 + 2 * QB, sds = so0 + 2 * QB + 2 * 2 * BM * 2 * 4;
@@ -873,7 +882,61 @@ __global__ void __launch_bounds__(THREADS, 1)
 			rs_mn<T, HD, BM>(dv, pa, so);
 			rs_mn<T, HD, BM>(dk, da, sq);
 		}
-		if (MODE) {
+		if constexpr (ALT) {
+			// dS to shared memory as below; warpgroup t % 2 waits for the other's half and
+			// makes the tile's whole dQ, the other goes on to its next tile without waiting
+			const int d = t & 1;
+			if (c == d && t > 0)
+				nbar_sync(NB_DSFREE, 256);
+#pragma unroll
+			for (int kk = 0; kk < BM / 16; kk++) {
+				int m = lane / 8, q = 16 * kk + 8 * (m / 2) + lane % 8, ch = 2 * w + m % 2;
+				stsm4t(sds + c * BM * 128 + q * 128 + ((ch ^ (q & 7)) << 4), da[kk]);
+			}
+			fence_async_smem();
+			if (c != d) {
+				nbar_arrive(NB_DS, 256);
+				wgmma_wait<0>();
+				wgmma_hold<ND>(dv);
+				wgmma_hold<ND>(dk);
+				if (lane == 0)
+					mbar_arrive(empty0 + 8 * s);
+			} else {
+				// dV and dK done first: their register operands (P^T, dS^T) and dQ's 64
+				// accumulators do not fit together
+				wgmma_wait<0>();
+				wgmma_hold<ND>(dv);
+				wgmma_hold<ND>(dk);
+				if (lane == 0)
+					mbar_arrive(empty0 + 8 * s);
+				nbar_sync(NB_DS, 256);
+				// in two products of 64 columns over the 128 keys, each stored before the
+				// next is issued (both at once, or one product of 128 columns, make ptxas
+				// spill or serialize)
+				float *db = (float *)(smraw + (sdq + s * DQB - smem_u32(smraw)));
+#pragma unroll 1
+				for (int half = 0; half < 2; half++) {
+					int c0 = 64 * half;
+					ss_dq<T>(dq, sds, BM, sk + half * BK * 128);
+					wgmma_wait<0>();
+					wgmma_hold<32>(dq);
+					if (half == 1 && t + 1 < ntile)
+						nbar_arrive(NB_DSFREE, 256);
+					if (half == 0 && t >= 2)
+						nbar_sync(NB_FREE + s, NB_N);
+#pragma unroll
+					for (int n = 0; n < 8; n++)
+#pragma unroll
+						for (int h = 0; h < 2; h++) {
+							int r = 16 * w + lane / 4 + 8 * h, col = c0 + 8 * n + tc;
+							*(float2 *)(db + r * HD + (((col / 4) ^ (r & 7)) * 4) + col % 4) =
+								make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+						}
+				}
+				fence_async_smem();
+				nbar_arrive(NB_FULL + s, NB_N);
+			}
+		} else if (MODE) {
 			// dS to shared memory, query rows of this warpgroup's 64 keys (16-byte chunk
 			// 2w + block % 2 of the row), once the last tile's dQ products are done
 			nbar_sync(NB_DS, 256);
@@ -1321,9 +1384,19 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	// key blocks after another's, for comparisons)
 	static const bool order = !env_is("MT_ATTN_ORDER", "0");
 	int gh = !order ? 0 : mt_attention_bwd_group > 0 ? mt_attention_bwd_group : std::max(1, sm_count() / nkb);
-	// the consumer warpgroups' turns (MT_ATTN_BWD_PP=0: both issue as they come, for comparisons)
-	static const int bpp = !env_is("MT_ATTN_BWD_PP", "0");
-	auto kern = fa3_bwd_dkv<T, HD, MODE>;
+	// head size 128: each tile's dQ made whole by one consumer warpgroup, the two in turn, and
+	// no turns to issue S^T and dP^T (the Llama-style model's backward 6% faster on an H200
+	// than with halves and turns, 3% with turns kept). Head size 64 keeps the halves and the
+	// turns: dQ by one warpgroup a tile gained nothing there. For comparisons:
+	// MT_ATTN_BWD_ALT=0 (halves), MT_ATTN_BWD_PP=0 or 1 (the turns off or on)
+	static const bool alt_env = !env_is("MT_ATTN_BWD_ALT", "0");
+	static const char *pp_env = getenv("MT_ATTN_BWD_PP");
+	bool alt = HD == 128 && MODE != 0 && (mt_attention_bwd_alt < 0 ? alt_env : mt_attention_bwd_alt != 0);
+	int bpp = pp_env && *pp_env ? strcmp(pp_env, "0") != 0 : !alt;
+	auto kern = fa3_bwd_dkv<T, HD, MODE, false>;
+	if constexpr (HD == 128 && MODE != 0)
+		if (alt)
+			kern = fa3_bwd_dkv<T, HD, MODE, true>;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
 	kern<<<dim3((unsigned)nkb, (unsigned)ng, (unsigned)B), THREADS, s1, MT_STREAM>>>(
 		(T *)dqkv, lse, D, qm, q128, om, g, sc.acc, sc.cnt, fuse ? sc.pk : NULL, kr, gh, bpp);

@@ -880,13 +880,15 @@ static void test_attention(enum mt_dtype dt, int B, int T, int np, int ng, int h
 
 /* mt_attention_deterministic: the backward twice gives the same bits (the sm_90a backward
  * adds its key blocks' query gradients in a fixed order), and the default's differ from
- * them by no more than the summation order can (bf16 rounding of dQ) */
+ * them by no more than the summation order can (bf16 rounding of dQ); with each tile's dQ
+ * made by both consumer warpgroups (mt_attention_bwd_alt = 0) instead of one in turn (head
+ * size 128; at 64 both make it either way), the same bits again */
 static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int ng, int hd)
 {
 	int64_t row = (np + 2 * ng) * hd, N = (int64_t)B * T, q = (int64_t)np * hd;
 	struct buf qkv = mk(dt, N * row, 1.5), y = out(dt, N * q), lse = out(MT_F32, N * np), dy = mk(dt, N * q, 1);
-	struct buf d1 = out(dt, N * row), d2 = out(dt, N * row), d0 = out(dt, N * row);
-	struct buf b0 = out(MT_F32, row), b1 = out(MT_F32, row), b2 = out(MT_F32, row);
+	struct buf d1 = out(dt, N * row), d2 = out(dt, N * row), d0 = out(dt, N * row), d3 = out(dt, N * row);
+	struct buf b0 = out(MT_F32, row), b1 = out(MT_F32, row), b2 = out(MT_F32, row), b3 = out(MT_F32, row);
 	double *ref = malloc((size_t)(N * row) * 8);
 	float *scr;
 	int same;
@@ -899,10 +901,18 @@ static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int n
 	ok(!mt_attention_bwd(dt, d1.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b1.d, scr, NULL),
 	   "attention bwd runs (fixed order)");
 	ok(!mt_attention_bwd(dt, d2.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b2.d, scr, NULL), "attention bwd runs again");
+	cudaMemset(b3.d, 0, (size_t)row * 4);
+	mt_attention_bwd_alt = 0;
+	ok(!mt_attention_bwd(dt, d3.d, dy.d, y.d, lse.d, qkv.d, B, T, np, ng, hd, b3.d, scr, NULL),
+	   "attention bwd runs (both warpgroups on every tile's dQ)");
+	mt_attention_bwd_alt = -1;
 	mt_attention_deterministic = 0;
-	fetch(&d0), fetch(&d1), fetch(&d2), fetch(&b0), fetch(&b1), fetch(&b2);
+	fetch(&d0), fetch(&d1), fetch(&d2), fetch(&d3), fetch(&b0), fetch(&b1), fetch(&b2), fetch(&b3);
 	same = !memcmp(d1.h, d2.h, (size_t)(N * row) * 4) && !memcmp(b1.h, b2.h, (size_t)row * 4);
 	ok(same, "attention bwd B%d T%d heads %d/%d hd %d %s, fixed order: two runs give the same bits (bias gradient too)",
+	   B, T, np, ng, hd, dn(dt));
+	same = !memcmp(d1.h, d3.h, (size_t)(N * row) * 4) && !memcmp(b1.h, b3.h, (size_t)row * 4);
+	ok(same, "attention bwd B%d T%d heads %d/%d hd %d %s, fixed order: dQ by one warpgroup a tile or by both, the same bits",
 	   B, T, np, ng, hd, dn(dt));
 	for (int64_t k = 0; k < row; k++)
 		ref[k] = b1.h[k];
@@ -911,7 +921,8 @@ static void test_attention_repeats(enum mt_dtype dt, int B, int T, int np, int n
 		ref[k] = d1.h[k];
 	CHECK(d0.h, ref, N * row, dt, "attention bwd, default against fixed order");
 	cudaFree(scr);
-	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&d0), drop(&d1), drop(&d2), drop(&b0), drop(&b1), drop(&b2);
+	drop(&qkv), drop(&y), drop(&lse), drop(&dy), drop(&d0), drop(&d1), drop(&d2), drop(&d3), drop(&b0), drop(&b1), drop(&b2),
+		drop(&b3);
 	free(ref);
 }
 
