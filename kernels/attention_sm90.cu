@@ -822,6 +822,37 @@ __global__ void __launch_bounds__(THREADS, 1)
 		if (pp && !(t == ntile - 1 && c == 1))
 			nbar_arrive(NB_PP + 1 - c, 256);
 	};
+	// dS^T (da) to shared memory, query rows of this warpgroup's 64 keys (16-byte chunk
+	// 2w + block % 2 of the row)
+	auto ds_store = [&]() {
+#pragma unroll
+		for (int kk = 0; kk < BM / 16; kk++) {
+			int m = lane / 8, q = 16 * kk + 8 * (m / 2) + lane % 8, ch = 2 * w + m % 2;
+			stsm4t(sds + c * BM * 128 + q * 128 + ((ch ^ (q & 7)) << 4), da[kk]);
+		}
+		fence_async_smem();
+	};
+	// dV and dK of the tile done: its query and output-gradient stage s may be refilled
+	auto dkv_done = [&](int s) {
+		wgmma_wait<0>();
+		wgmma_hold<ND>(dv);
+		wgmma_hold<ND>(dk);
+		if (lane == 0)
+			mbar_arrive(empty0 + 8 * s);
+	};
+	// a 64 x 64 dQ product to the buffer db as the accumulator holds it, at rows r0 and columns
+	// c0 of the tile: rows of HD floats, 16-byte chunk k of row r at chunk k ^ (r % 8) (two
+	// wavefronts a store, the fewest for 256 bytes; dq_out reads whole rows)
+	auto dq_store = [&](float *db, int r0, int c0) {
+#pragma unroll
+		for (int n = 0; n < 8; n++)
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				int r = r0 + 16 * w + lane / 4 + 8 * h, col = c0 + 8 * n + tc;
+				*(float2 *)(db + r * HD + (((col / 4) ^ (r & 7)) * 4) + col % 4) =
+					make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
+			}
+	};
 	if (pp && c == 1)
 		nbar_arrive(NB_PP, 256);
 	cols_load(0);
@@ -883,32 +914,19 @@ __global__ void __launch_bounds__(THREADS, 1)
 			rs_mn<T, HD, BM>(dk, da, sq);
 		}
 		if constexpr (ALT) {
-			// dS to shared memory as below; warpgroup t % 2 waits for the other's half and
-			// makes the tile's whole dQ, the other goes on to its next tile without waiting
+			// dS to shared memory; warpgroup t % 2 waits for the other's half and makes the
+			// tile's whole dQ, the other goes on to its next tile without waiting
 			const int d = t & 1;
 			if (c == d && t > 0)
 				nbar_sync(NB_DSFREE, 256);
-#pragma unroll
-			for (int kk = 0; kk < BM / 16; kk++) {
-				int m = lane / 8, q = 16 * kk + 8 * (m / 2) + lane % 8, ch = 2 * w + m % 2;
-				stsm4t(sds + c * BM * 128 + q * 128 + ((ch ^ (q & 7)) << 4), da[kk]);
-			}
-			fence_async_smem();
+			ds_store();
 			if (c != d) {
 				nbar_arrive(NB_DS, 256);
-				wgmma_wait<0>();
-				wgmma_hold<ND>(dv);
-				wgmma_hold<ND>(dk);
-				if (lane == 0)
-					mbar_arrive(empty0 + 8 * s);
+				dkv_done(s);
 			} else {
 				// dV and dK done first: their register operands (P^T, dS^T) and dQ's 64
 				// accumulators do not fit together
-				wgmma_wait<0>();
-				wgmma_hold<ND>(dv);
-				wgmma_hold<ND>(dk);
-				if (lane == 0)
-					mbar_arrive(empty0 + 8 * s);
+				dkv_done(s);
 				nbar_sync(NB_DS, 256);
 				// in two products of 64 columns over the 128 keys, each stored before the
 				// next is issued (both at once, or one product of 128 columns, make ptxas
@@ -916,7 +934,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 				float *db = (float *)(smraw + (sdq + s * DQB - smem_u32(smraw)));
 #pragma unroll 1
 				for (int half = 0; half < 2; half++) {
-					int c0 = 64 * half;
 					ss_dq<T>(dq, sds, BM, sk + half * BK * 128);
 					wgmma_wait<0>();
 					wgmma_hold<32>(dq);
@@ -924,28 +941,15 @@ __global__ void __launch_bounds__(THREADS, 1)
 						nbar_arrive(NB_DSFREE, 256);
 					if (half == 0 && t >= 2)
 						nbar_sync(NB_FREE + s, NB_N);
-#pragma unroll
-					for (int n = 0; n < 8; n++)
-#pragma unroll
-						for (int h = 0; h < 2; h++) {
-							int r = 16 * w + lane / 4 + 8 * h, col = c0 + 8 * n + tc;
-							*(float2 *)(db + r * HD + (((col / 4) ^ (r & 7)) * 4) + col % 4) =
-								make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
-						}
+					dq_store(db, 0, 64 * half);
 				}
 				fence_async_smem();
 				nbar_arrive(NB_FULL + s, NB_N);
 			}
 		} else if (MODE) {
-			// dS to shared memory, query rows of this warpgroup's 64 keys (16-byte chunk
-			// 2w + block % 2 of the row), once the last tile's dQ products are done
+			// dS to shared memory once the last tile's dQ products are done
 			nbar_sync(NB_DS, 256);
-#pragma unroll
-			for (int kk = 0; kk < BM / 16; kk++) {
-				int m = lane / 8, q = 16 * kk + 8 * (m / 2) + lane % 8, ch = 2 * w + m % 2;
-				stsm4t(sds + c * BM * 128 + q * 128 + ((ch ^ (q & 7)) << 4), da[kk]);
-			}
-			fence_async_smem();
+			ds_store();
 			nbar_sync(NB_DS, 256);
 			// dQ of 64 queries (head size 64) or of 64 of the 128 columns (128)
 			ss_dq<T>(dq, HD == 64 ? sds + c * 64 * 128 : sds, BM, HD == 64 ? sk : sk + c * BK * 128);
@@ -956,28 +960,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 				mbar_arrive(empty0 + 8 * s);
 			wgmma_wait<0>();
 			wgmma_hold<32>(dq);
-			// to the buffer as the accumulator holds it: the tile's rows of HD floats,
-			// 16-byte chunk k of row r at chunk k ^ (r % 8) (two wavefronts a store, the
-			// fewest for 256 bytes; dq_out reads whole rows)
 			if (t >= 2)
 				nbar_sync(NB_FREE + s, NB_N);
-			float *db = (float *)(smraw + (sdq + s * DQB - smem_u32(smraw)));
-#pragma unroll
-			for (int n = 0; n < 8; n++)
-#pragma unroll
-				for (int h = 0; h < 2; h++) {
-					int r = (HD == 64 ? 64 * c : 0) + 16 * w + lane / 4 + 8 * h, col = 8 * n + tc + (HD == 64 ? 0 : 64 * c);
-					*(float2 *)(db + r * HD + (((col / 4) ^ (r & 7)) * 4) + col % 4) =
-						make_float2(dq[4 * n + 2 * h], dq[4 * n + 2 * h + 1]);
-				}
+			dq_store((float *)(smraw + (sdq + s * DQB - smem_u32(smraw))), HD == 64 ? 64 * c : 0, HD == 64 ? 0 : 64 * c);
 			fence_async_smem();
 			nbar_arrive(NB_FULL + s, NB_N);
 		} else {
-			wgmma_wait<0>();
-			wgmma_hold<ND>(dv);
-			wgmma_hold<ND>(dk);
-			if (lane == 0)
-				mbar_arrive(empty0 + 8 * s);
+			dkv_done(s);
 		}
 	}
 	if constexpr (FOLD) // dS without the softmax scale: dK's (and dq_out's dQ) here
