@@ -1380,10 +1380,11 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	// MT_ATTN_BWD_ALT=0 (halves), MT_ATTN_BWD_PP=0 or 1 (the turns off or on)
 	static const bool alt_env = !env_is("MT_ATTN_BWD_ALT", "0");
 	static const char *pp_env = getenv("MT_ATTN_BWD_PP");
-	bool alt = HD == 128 && MODE != 0 && (mt_attention_bwd_alt < 0 ? alt_env : mt_attention_bwd_alt != 0);
+	constexpr bool CAN_ALT = HD == 128 && MODE != 0;
+	bool alt = CAN_ALT && (mt_attention_bwd_alt < 0 ? alt_env : mt_attention_bwd_alt != 0);
 	int bpp = pp_env && *pp_env ? strcmp(pp_env, "0") != 0 : !alt;
 	auto kern = fa3_bwd_dkv<T, HD, MODE, false>;
-	if constexpr (HD == 128 && MODE != 0)
+	if constexpr (CAN_ALT)
 		if (alt)
 			kern = fa3_bwd_dkv<T, HD, MODE, true>;
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
