@@ -43,7 +43,7 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -larchive -ljansson)
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null)
 # lib/ holds one folder a layer (docs/architecture.md); includes name the folder
-LAYERS := base data text model dist backend ckpt train infer eval
+LAYERS := base data text model parallel backend ckpt train infer eval
 MT_CPPFLAGS := -D_GNU_SOURCE -Ilib $(PKG_CFLAGS)
 # OpenBLAS built for OpenMP: the pthreads build spins its own threads against the
 # trainer's OpenMP ones (measured: 10k against 38k tokens/s on the tiny model)
@@ -74,7 +74,7 @@ endif
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lstdc++
 endif
 
-# MPI for multi-process training (lib/dist.c, linked into mt-train only): MPICH here
+# MPI for multi-process training (lib/parallel/dist.c, linked into mt-train only): MPICH here
 # and in CI, Open MPI or any MPI-3 library elsewhere. Without one (or MPI=0) mt-train
 # runs as one process and refuses to be launched as several.
 MPI_PKG := $(shell pkg-config --exists mpich 2>/dev/null && echo mpich || (pkg-config --exists ompi-c 2>/dev/null && echo ompi-c))
@@ -146,7 +146,7 @@ $(BUILD)/lib/base/version.o: $(VERSION_FILE)
 $(BUILD)/lib/base/version.o: ALL_CFLAGS += -DMT_VERSION='"$(VERSION_NOW)"'
 
 
-$(BUILD)/lib/dist/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
+$(BUILD)/lib/parallel/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
 $(BUILD)/bin/mt-train: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/test_dist: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/dist-check: LINK_LIBS += $(MPI_LIBS)

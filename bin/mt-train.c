@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
-#include "dist/dist.h"
+#include "parallel/dist.h"
 #include "train/batchsteps.h"
 #include "train/estimate.h"
 #include "base/log.h"

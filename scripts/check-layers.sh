@@ -9,7 +9,7 @@
 set -u
 
 # The layers, lowest first: a file may include its own layer and any layer before it.
-ORDER="kernels base data text model dist backend ckpt train infer eval bin"
+ORDER="kernels base data text model parallel backend ckpt train infer eval bin"
 
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root" || exit 2

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
-# The process grid under mpiexec (MPICH): each group's communicator (lib/dist/dist.c,
+# The process grid under mpiexec (MPICH): each group's communicator (lib/parallel/dist.c,
 # mt_dist_group) holds the ranks of Megatron's order, against the worked example of
 # specs/megatron-parallel.md and an independent formula; the tensor-parallel operations
-# (lib/dist/tpcomm.c) give known sums in rank order, bit for bit on every rank; a hang in
+# (lib/parallel/tpcomm.c) give known sums in rank order, bit for bit on every rank; a hang in
 # a group names both ranks' coordinates. The checks themselves: tests/helpers/dist-check.c.
 load helpers
 cpu_only

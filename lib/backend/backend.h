@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "model/config.h"
-#include "dist/dist.h"
-#include "dist/pipeline.h"
+#include "parallel/dist.h"
+#include "parallel/pipeline.h"
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/params.h"

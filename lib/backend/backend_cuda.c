@@ -67,10 +67,10 @@
 #include "../../kernels/swiglu.h"
 #include "../../kernels/tpsplit.h"
 #include "backend/lttune.h"
-#include "dist/ddpplan.h"
+#include "parallel/ddpplan.h"
 #include "base/log.h"
 #include "base/timers.h"
-#include "dist/ncclcomm.h"
+#include "parallel/ncclcomm.h"
 
 /* cuBLASLt's workspace: 32 MiB, or MT_CUDA_WORKSPACE_MB from the environment */
 static size_t workspace_bytes(void)

@@ -1,5 +1,5 @@
 /* ddpplan.c: gradient buckets, ZeRO-1 pieces and the optimizer's chunks (see ddpplan.h). */
-#include "dist/ddpplan.h"
+#include "parallel/ddpplan.h"
 
 #include <stdlib.h>
 #include <string.h>

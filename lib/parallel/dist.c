@@ -6,7 +6,7 @@
  * both work. Built without MPI (MT_NO_MPI), a launched run is refused and a world of one
  * works as before. It holds no training logic: what is exchanged and in which order is
  * the trainer's business (dp.c). */
-#include "dist/dist.h"
+#include "parallel/dist.h"
 
 #include <limits.h>
 #include <stdio.h>

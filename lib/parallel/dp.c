@@ -1,6 +1,6 @@
 /* dp.c: ordered gradient reduction and ZeRO-1 over host buffers (see dp.h). It knows the
  * parameter table and optim.c's arithmetic, and moves data only through dist.h. */
-#include "dist/dp.h"
+#include "parallel/dp.h"
 #include "base/timers.h"
 
 #include <math.h>

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "dist/dist.h"
+#include "parallel/dist.h"
 #include "base/err.h"
 #include "model/optim.h"
 #include "model/params.h"

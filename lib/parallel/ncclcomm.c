@@ -1,7 +1,7 @@
 /* ncclcomm.c: NCCL loaded at run time, a nonblocking communicator and polled waits (see
  * ncclcomm.h). The library's entry points are looked up once with dlsym against the types
  * of NCCL's own header; nothing here knows what the buffers hold. */
-#include "dist/ncclcomm.h"
+#include "parallel/ncclcomm.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "dist/dist.h"
+#include "parallel/dist.h"
 #include "base/err.h"
 
 struct mt_nccl;

@@ -1,5 +1,5 @@
 /* pipeline.c: the executor of pipeline schedules (see pipeline.h). */
-#include "dist/pipeline.h"
+#include "parallel/pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/dist.h"
-#include "dist/ppsched.h"
+#include "parallel/dist.h"
+#include "parallel/ppsched.h"
 
 /* The passes the executor calls (each returns 0 or -1 with its message in the caller's
  * keeping). slot: where the stage keeps this micro-batch's activations, mb modulo the

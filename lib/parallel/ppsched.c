@@ -1,7 +1,7 @@
 /* ppsched.c: the pipeline schedules' generators (see ppsched.h). Each generator writes
  * the compute actions of one stage in order; one pass then adds the transfers around
  * them and counts the micro-batches in flight. Nothing here runs anything. */
-#include "dist/ppsched.h"
+#include "parallel/ppsched.h"
 
 #include <stdio.h>
 #include <stdlib.h>

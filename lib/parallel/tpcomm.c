@@ -8,7 +8,7 @@
  * reduces it on each rank. So every rank gets the same bits and a run repeats them. It
  * knows nothing of the model (which tensors are split and where: model/) nor of NCCL (a
  * GPU backend supplies its own struct mt_tp). */
-#include "dist/tpcomm.h"
+#include "parallel/tpcomm.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "dist/dist.h"
+#include "parallel/dist.h"
 #include "model/tp.h"
 
 enum { MT_TPC_ALLREDUCE, MT_TPC_ALLGATHER, MT_TPC_REDUCE_SCATTER, MT_TPC_F64, MT_TPC_NKINDS };

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "dist/dist.h"
-#include "dist/ppsched.h"
+#include "parallel/dist.h"
+#include "parallel/ppsched.h"
 #include "model/params.h"
 
 int64_t mt_rampup_batch(const int64_t rampup[3], int64_t gbs, int64_t consumed)

@@ -12,9 +12,9 @@
 
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
-#include "dist/dp.h"
-#include "dist/pipeline.h"
-#include "dist/tpcomm.h"
+#include "parallel/dp.h"
+#include "parallel/pipeline.h"
+#include "parallel/tpcomm.h"
 #include "train/estimate.h"
 #include "base/atomic.h"
 #include "base/log.h"

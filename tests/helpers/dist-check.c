@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/dist.h"
-#include "dist/tpcomm.h"
+#include "parallel/dist.h"
+#include "parallel/tpcomm.h"
 
 static const char *const kinds[MT_GROUP_NKINDS] = { "tp", "dp", "pp", "mp", "emb" };
 

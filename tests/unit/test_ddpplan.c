@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "model/config.h"
-#include "dist/ddpplan.h"
+#include "parallel/ddpplan.h"
 #include "model/params.h"
 #include "tap.h"
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist.h"
-#include "dist/dp.h"
-#include "dist/ppsched.h"
+#include "parallel/dist.h"
+#include "parallel/dp.h"
+#include "parallel/ppsched.h"
 #include "train/estimate.h"
 #include "model/optim.h"
 #include "model/params.h"

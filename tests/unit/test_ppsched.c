@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/ppsched.h"
+#include "parallel/ppsched.h"
 #include "tap.h"
 
 #define MAXP 8
