@@ -101,7 +101,8 @@ endif
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN_FLAGS) -ffp-contract=off -fopenmp $(MT_CPPFLAGS) -MMD -MP
 
 TOOLS := mt-tokenize mt-index mt-blend mt-train mt-ckpt-reshard mt-eval mt-generate
-LIB_SRC := $(wildcard $(LAYERS:%=lib/%/*.c))
+# a layer may hold one level of folders by concept (lib/backend/cuda/: the CUDA backend)
+LIB_SRC := $(wildcard $(LAYERS:%=lib/%/*.c) $(LAYERS:%=lib/%/*/*.c))
 # C++ only where a library is C++ (lib/text/spmodel.cc wraps libsentencepiece)
 LIB_CXX_SRC := $(wildcard $(LAYERS:%=lib/%/*.cc))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX_SRC:%.cc=$(BUILD)/%.o)
