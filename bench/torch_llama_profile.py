@@ -3,7 +3,7 @@
 # torch.profiler for three steps after five,
 # GPU kernel times summed a step: by kind (matmul, attention, optimizer, Triton, other),
 # the 45 longest kernels, and aten's matmuls by shape. To set beside mt-train's
-# MT_CUDA_PROFILE=1 on the same GPU (docs/perf.md, 2026-11-28, fifth session).
+# MT_CUDA_PROFILE=1 on the same GPU (docs/perf-log.md, 2026-11-28, fifth session).
 #   B=8 python3 bench/torch_llama_profile.py      (run from the repository root)
 #   MODEL=gpt2 B=64 python3 bench/torch_llama_profile.py
 import collections, os
