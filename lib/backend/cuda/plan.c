@@ -1,13 +1,20 @@
-/* backend_cuda.c: the CUDA backend (see backend.h): one GPU, the model of gpt.c in
- * fp32, bf16 or fp16, kernels from kernels/ (cuBLASLt for the linear layers).
+/* plan.c: the CUDA backend's state and memory (see backend.h; struct cu in cu.h): one
+ * GPU, the model of gpt.c in fp32, bf16 or fp16, kernels from kernels/ (cuBLASLt for the
+ * linear layers). init picks the GPU (one rank per GPU with data parallelism), sets the
+ * dimensions (a tensor-parallel rank's share), plans the memory and fills the tables; free
+ * gives it all back. Here too the helpers every file of the backend calls: the CUDA error
+ * checks and MT_CUDA_PROFILE's timing of kernel calls.
  *
  * Memory is planned at init, four device allocations: parameters (fp32 master weights
  * plus their bf16/fp16 compute copy), gradients (fp32), AdamW state (fp32 m and v) and
  * activations (everything a micro-batch needs, scratch and the cuBLASLt workspace
  * included). The totals are logged, and a plan larger than the free device memory is
  * refused with its numbers before anything is allocated. Nothing is allocated after
- * init. The flat layouts are params.h's, so checkpoints go through the same fp32 host
- * buffers as on the CPU and move between the backends.
+ * init (but a pipeline stage's micro-batches in flight, on first use). The flat layouts
+ * are params.h's, so checkpoints go through the same fp32 host buffers as on the CPU and
+ * move between the backends.
+ *
+ * Elsewhere in lib/backend/cuda/: tensor parallelism (tensor_parallel.c).
  *
  * Activations and their gradients are in the compute type; norms, softmax, attention
  * and the loss sum in fp32; weight gradients accumulate in fp32. The logits are made a
@@ -58,19 +65,20 @@
 #include "../../../kernels/attention.h"
 #include "../../../kernels/classifier.h"
 #include "../../../kernels/classifier_score.h"
+#include "../../../kernels/cuda_err.h"
 #include "../../../kernels/device.h"
 #include "../../../kernels/embed.h"
-#include "../../../kernels/gelu.h"
 #include "../../../kernels/matmul.h"
 #include "../../../kernels/norm.h"
 #include "../../../kernels/rope.h"
 #include "../../../kernels/swiglu.h"
 #include "../../../kernels/tpsplit.h"
+#include "backend/cuda/cu.h"
 #include "backend/lttune.h"
-#include "parallel/ddpplan.h"
 #include "base/log.h"
 #include "base/timers.h"
 #include "parallel/ncclcomm.h"
+#include "parallel/ddpplan.h"
 
 /* cuBLASLt's workspace: 32 MiB, or MT_CUDA_WORKSPACE_MB from the environment */
 static size_t workspace_bytes(void)
@@ -78,128 +86,13 @@ static size_t workspace_bytes(void)
 	const char *e = getenv("MT_CUDA_WORKSPACE_MB");
 	return (e && atoi(e) > 0 ? (size_t)atoi(e) : 32) << 20;
 }
-struct slot {
-	void *ln1, *qkv, *atty, *mid, *ln2, *fc1, *act;
-	float *ln1s, *ln2s, *lse;
-};
 
-/* MT_CUDA_PROFILE=1 in the environment: time every kernel call with CUDA events and log
- * the totals per kind at the end, the first step (module loading, first heuristics) left
- * out (for kernels/bench/NOTES.md; it serializes nothing but costs a little) */
-enum { P_MATMUL, P_MM_DIN, P_MM_DW, P_MM_OUT, P_ATTN, P_ATTN_B, P_NORM, P_BIAS, P_ACT, P_CLASS, P_EMBED, P_OPTIM, P_NCAT };
 static const char *const pcat_name[P_NCAT] = { "matmul fwd", "matmul bwd input", "matmul bwd weight", "matmul output layer", "attention fwd", "attention bwd", "norm", "bias grad", "activation+rope", "classifier",
 					       "embedding", "optimizer" };
-#define PROF_MAX 4096
-
-struct cu {
-	const struct mt_config *c;
-	const struct mt_params *t;
-	struct mt_backend_opts o;
-	enum mt_dtype dt;
-	size_t es;
-	int64_t B, T, N, L, h, np, ng, hd, q, qkv, f, fc1, V, nslots, chunk_rows;
-	size_t bytes[4];
-	void *mem[4];
-	float *w, *g, *m, *v;
-	void *wc;
-	void *res, *lnf, *dres, *dln, *dbig, *dsmall, *logits;
-	struct slot *slots;
-	float *lnfs, *rowloss, *scratch, *dsum, *rope_cs;
-	int32_t *tok, *tgt, *hit, *u_tok, *u_start, *u_pos;
-	struct mt_chunk *chunks;
-	int64_t nchunks;
-	/* the gradients zeroed at each step's start: those of every parameter but the linear
-	 * layers' weights, which their first weight-gradient product of the step overwrites
-	 * (gfresh[i]: parameter i not yet written this step; first_write 0, MT_CUDA_FIRST_WRITE=0:
-	 * the whole buffer zeroed, every product adding) */
-	struct mt_chunk *zchunks;
-	int64_t nzchunks;
-	unsigned char *gfresh;
-	int first_write;
-	double *partial, *sumsq;
-	struct mt_lt *lt;
-	struct mt_lttune *lttune; /* MT_CUDA_MATMUL_TUNING's file, or NULL */
-	/* host */
-	int32_t *h_count, *h_u, *h_start, *h_pos, *h_hit, *h_tok, *h_tgt;
-	float *h_loss;
-	void (*overlap)(void *);       /* mt_backend's, for the pass being queued */
-	void *overlap_ctx;
-	void *h_pin;                   /* h_u, h_start, h_pos, h_tok, h_tgt, h_loss: page-locked
-					* (NULL: malloc'ed, when the driver gives none), so that
-					* their copies run in stream order behind the kernels */
-	float gclip;
-	int failed;
-	/* fp16 loss scaling */
-	double scale;
-	int growth, hyst;
-	/* profiling */
-	int prof, nev;
-	cudaEvent_t *ev;
-	int *evcat;
-	double ptime[P_NCAT];
-	double pwall, plast;           /* the steps' time on the host's clock, from the second */
-	int psteps;
-	/* data parallelism (dp > 1) */
-	struct mt_dist *d;
-	int dp, me, zero;
-	struct mt_nccl *nccl;
-	cudaStream_t comm;
-	cudaEvent_t *bev, done;
-	struct mt_ddp_plan plan;       /* buckets, pieces, the shard (ddpplan.h) */
-	int next;                      /* the next bucket to launch; -1: not reducing this pass */
-	int pending;                   /* the step's reduction was launched and not yet waited for */
-	int64_t npiece_chunks;         /* ZeRO: the chunks of the rank's pieces (the leftovers follow) */
-	int64_t *g_cnt, *g_dsp;        /* dp entries: a bucket's pieces for dist.h's gather */
-	struct mt_err derr;            /* what failed in a pass (NCCL), for grad_prepare to report */
-	double *timers;                /* the caller's phase timers for this micro-batch (backend.h) */
-	/* tensor parallelism (o.tp with more than one rank): the dimensions above are this
-	 * rank's (heads, groups, ffn columns, vocabulary rows); the residual stream has Nr
-	 * rows from r0 (all N without sequence parallelism); the split points go through
-	 * host memory to o.tp's operations (MPI), so ranks may share a GPU */
-	const struct mt_tp *tp;
-	int tpn, sp;
-	int64_t Nr, r0, v0;
-	void *full, *part;             /* device [N][h]: gathered rows, partial sums */
-	float *cmx, *csum;             /* device [chunk_rows]: the cross-entropy's row statistics */
-	float *h_a, *h_b;              /* host [N][h] staging */
-	uint16_t *h_16;                /* host [N][h]: bf16 rows */
-	float *h_cmx, *h_csum;
-	double *h_d, *h_partial;
-	unsigned char *chunk_norm;     /* per chunk: counted in the gradient norm (params.h norm_skip) */
-	/* the split points over NCCL instead (each rank of the group on its own GPU): the
-	 * activations' collectives on the compute stream, the sequence-parallel replicas'
-	 * gradient sums on the communication stream under the backward pass, before the
-	 * data-parallel buckets that hold them */
-	struct mt_nccl *tpnccl;
-	cudaEvent_t tpev;
-	/* the column-parallel layers' input-gradient sums on a stream of their own, under
-	 * the weight gradients (tp_reduce_start): its start and end on the compute stream */
-	cudaStream_t tpst;
-	cudaEvent_t tpev_in, tpev_out;
-	int tp_last;                   /* this pass is the step's last micro-batch */
-	int64_t tp_done;               /* its replicas at offsets >= this are being summed */
-	int tp_pending;                /* sums launched on s->comm and not yet waited for */
-	int tp_overlap;                /* tp_reduce_begin under the weight gradients */
-	int sp_keep;                   /* SP over NCCL: the norms' outputs kept gathered (N rows) */
-	/* pipeline parallelism (t is a stage's table): the passes run on the micro-batch
-	 * bound to them (its pslot; lbase its chunk's first layer, res's row 0), each chunk's
-	 * micro-batches in flight in pslots of their own, made on first use */
-	int stage;
-	int64_t lbase;
-	struct pslot **ps;             /* [chunk][slot] */
-	int *nps;
-	float *h_emb;                  /* host: the tied embedding's gradient (tie_grads) */
-	struct ppx *ppx;               /* the stages' NCCL transport (NULL: through host memory) */
-	int pp_dev;                    /* the passes' inputs and outputs are its device buffers */
-	/* the norm backward that wrote s->dres also added its column sum to the bias gradient
-	 * of the fc2 layer whose output gradient it is (the next layer_bwd's): set by the
-	 * writer of s->dres, read and cleared by layer_bwd */
-	int dres_summed;
-};
 
 static void ppx_close(struct cu *s);
 
-static void prof_mark(struct cu *s, int cat)
+void mt_cu_prof_mark(struct cu *s, int cat)
 {
 	if (!s->prof || s->nev + 2 > PROF_MAX)
 		return;
@@ -220,7 +113,7 @@ static void prof_collect(struct cu *s)
 	s->nev = 0;
 }
 
-static int fail_cuda(struct cu *s)
+int mt_cu_fail(struct cu *s)
 {
 	if (!s->failed)
 		mt_error("CUDA backend: %s", mt_cuda_error());
@@ -228,38 +121,12 @@ static int fail_cuda(struct cu *s)
 	return -1;
 }
 
-#define K(call) KP(-1, call)
-/* a kernel call of a profiled kind */
-#define KP(cat, call)                                                                              \
-	do {                                                                                       \
-		int c_ = (cat);                                                                    \
-		if (c_ >= 0)                                                                       \
-			prof_mark(s, c_);                                                          \
-		if ((call))                                                                        \
-			return fail_cuda(s);                                                       \
-		if (c_ >= 0)                                                                       \
-			prof_mark(s, c_);                                                          \
-	} while (0)
-
-static int rt_check(struct cu *s, cudaError_t e, const char *what, int line)
+int mt_cu_rt_check(struct cu *s, cudaError_t e, const char *what, const char *file, int line)
 {
 	if (e == cudaSuccess)
 		return 0;
-	mt_cuda_fail(__FILE__, line, "%s: %s", what, cudaGetErrorString(e));
-	return fail_cuda(s);
-}
-#define RT(call) do { if (rt_check(s, (call), #call, __LINE__)) return -1; } while (0)
-
-static void *wp(struct cu *s, int layer, enum mt_param_kind k)
-{
-	const struct mt_param *p = mt_params_get(s->t, layer, k);
-	return p ? (char *)s->wc + (size_t)p->offset * s->es : NULL;
-}
-
-static float *gp(struct cu *s, int layer, enum mt_param_kind k)
-{
-	const struct mt_param *p = mt_params_get(s->t, layer, k);
-	return p ? s->g + p->offset : NULL;
+	mt_cuda_fail(file, line, "%s: %s", what, cudaGetErrorString(e));
+	return mt_cu_fail(s);
 }
 
 /* whether the first weight-gradient product of a step writes the parameter's gradient
@@ -319,18 +186,6 @@ static int qkv_bias_fused(const struct cu *s)
 	return s->c->add_bias_linear && s->c->position_embedding_type != MT_POS_ROPE;
 }
 
-static void *row(struct cu *s, void *base, int64_t r, int64_t width)
-{
-	return (char *)base + (size_t)(r * width) * s->es;
-}
-
-/* ---- the plan: views carved out of one allocation per category ---- */
-
-struct carve {
-	char *base;
-	size_t off;
-};
-
 static void *take(struct carve *k, size_t bytes)
 {
 	void *p = k->base ? k->base + k->off : NULL;
@@ -354,26 +209,6 @@ static void carve_layer(struct cu *s, struct carve *k, struct slot *sl)
 	sl->fc1 = take(k, N * (size_t)s->fc1 * es);
 	sl->act = take(k, N * (size_t)s->f * es);
 }
-
-/* A micro-batch in flight on a pipeline stage, in one model chunk of nl layers: the
- * residual stream's nl + 1 rows of activations, each layer's (none with full
- * recompute, where s->slots[0] serves them all), the first chunk's tokens and their
- * grouping, the last chunk's targets, final norm and d loss / d lnf (the head's
- * gradient is made in the forward pass, so that an evaluation schedule never needs
- * one), and with split backward passes the four output gradients of each layer that
- * its weight pass reads. One device allocation, made on first use. */
-struct pslot {
-	void *mem;
-	void *res;
-	struct slot *ls;
-	void *lnf, *dlnf;
-	float *lnfs;
-	int32_t *tok, *tgt, *u_tok, *u_start, *u_pos;
-	void **dsave;                   /* [nl][4] */
-	int64_t nu, count;
-	double loss;
-	int nl;
-};
 
 static size_t carve_pslot(struct cu *s, struct carve *k, struct pslot *x, int first, int last)
 {
@@ -453,7 +288,7 @@ static size_t plan_acts(struct cu *s, char *base)
 	return k.off;
 }
 
-static void cuda_free(struct mt_backend *b)
+void mt_cu_free(struct mt_backend *b)
 {
 	struct cu *s = b->state;
 
@@ -545,8 +380,6 @@ static size_t align256(size_t n)
 {
 	return (n + 255) & ~(size_t)255;
 }
-
-/* ---- data parallelism ---- */
 
 /* One rank per GPU: the node-local rank's GPU, or the only one visible when the
  * launcher gave each rank its own (Slurm's --gpus-per-task); then no two ranks may
@@ -651,7 +484,7 @@ static int dp_init(struct cu *s, struct mt_err *err)
 /* Whether every rank of group g has a GPU of its own (NCCL refuses two ranks of one
  * communicator on one GPU): the current device's UUID to every rank (collective over g);
  * *dev is this rank's device */
-static int group_gpus(struct mt_dist *g, const char *what, int *dev, int *distinct, struct mt_err *err)
+int mt_cu_group_gpus(struct mt_dist *g, const char *what, int *dev, int *distinct, struct mt_err *err)
 {
 	struct cudaDeviceProp p;
 	unsigned char mine[16], other[16];
@@ -668,79 +501,6 @@ static int group_gpus(struct mt_dist *g, const char *what, int *dev, int *distin
 			*distinct = 0;
 	}
 	return 0;
-}
-
-/* Tensor parallelism's transport: NCCL over the group when every rank of it has a GPU
- * of its own (asked, or by default), else the host path (tp's operations over MPI). The
- * ranks agree on the outcome, so none waits in a communicator the others left. */
-static int tp_init(struct cu *s, struct mt_err *err)
-{
-	struct mt_dist *g = s->o.tp_dist;
-	int want = s->o.tp_comm, distinct = 1, dev = 0, lo = 0, hi = 0;
-	double bad = 0;
-	cudaError_t e;
-
-	if (!s->tp || want == MT_TP_COMM_HOST || !g || g->world < 2)
-		return 0;
-	if (group_gpus(g, "the tensor-parallel GPU check", &dev, &distinct, err))
-		return -1;
-	if (!distinct) {
-		if (want == MT_TP_COMM_NCCL)
-			return mt_err_set(err, MT_EXIT_USAGE, "%s: --tensor-parallel-comm nccl: ranks of a tensor-parallel group "
-					  "share GPU %d, which NCCL refuses: start one rank per GPU, or use "
-					  "--tensor-parallel-comm host", g->where, dev);
-		if (!s->o.quiet)
-			mt_info("cuda: ranks of a tensor-parallel group share a GPU: their collectives go through host memory");
-		return 0;
-	}
-	{
-		struct mt_err e2 = { 0 };
-		bad = mt_nccl_open(&s->tpnccl, g, &e2) ? 1 : 0;
-		if (g->ops->allreduce_f64(g, &bad, 1, 1, "the tensor-parallel communicator", -1, err))
-			return -1;
-		if (bad) {
-			mt_nccl_close(s->tpnccl, 1);
-			s->tpnccl = NULL;
-			if (want == MT_TP_COMM_NCCL)
-				return e2.msg[0] ? (*err = e2, -1)
-						 : mt_err_set(err, MT_EXIT_IO, "%s: another rank could not make the tensor-parallel "
-							      "NCCL communicator", g->where);
-			if (!s->o.quiet)
-				mt_info("cuda: no NCCL communicator for tensor parallelism (%s): through host memory",
-					e2.msg[0] ? e2.msg : "another rank could not make one");
-			return 0;
-		}
-	}
-	e = cudaEventCreateWithFlags(&s->tpev, cudaEventDisableTiming);
-	if (e == cudaSuccess)
-		e = cudaEventCreateWithFlags(&s->tpev_in, cudaEventDisableTiming);
-	if (e == cudaSuccess)
-		e = cudaEventCreateWithFlags(&s->tpev_out, cudaEventDisableTiming);
-	/* the collectives' stream at the highest priority, so their kernels get the SMs a
-	 * product beside them leaves (MT_TP_PRIORITY=0: the default priority, to compare) */
-	if (e == cudaSuccess)
-		e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
-	if (e == cudaSuccess)
-		e = cudaStreamCreateWithPriority(&s->tpst, cudaStreamNonBlocking,
-						 getenv("MT_TP_PRIORITY") && !strcmp(getenv("MT_TP_PRIORITY"), "0") ? lo : hi);
-	if (e == cudaSuccess && !s->comm)
-		e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
-	if (e != cudaSuccess)
-		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
-	s->tp_overlap = !(getenv("MT_TP_OVERLAP") && !strcmp(getenv("MT_TP_OVERLAP"), "0"));
-	/* SP: the norms' outputs kept gathered for the weight gradients, not gathered again in
-	 * the backward pass (2 of its 6 collectives a layer; 4-6% a step on two H200s for
-	 * 4 s b h (t-1)/t bytes a layer); MT_SP_KEEP=0 gathers them again, as Megatron does */
-	s->sp_keep = s->sp && !(getenv("MT_SP_KEEP") && !strcmp(getenv("MT_SP_KEEP"), "0"));
-	if (!s->o.quiet)
-		mt_info("cuda: %d tensor-parallel ranks over %s%s", g->world, mt_nccl_version(s->tpnccl),
-			s->sp ? ", sequence parallel" : "");
-	return 0;
-}
-
-static enum mt_nccl_type ntype(enum mt_dtype dt)
-{
-	return dt == MT_BF16 ? MT_NCCL_BF16 : dt == MT_F16 ? MT_NCCL_F16 : MT_NCCL_F32;
 }
 
 /* in a pass: the gradients at offsets >= lo are complete; launch the buckets this
@@ -779,8 +539,8 @@ fail:
 	return -1;
 }
 
-static int cuda_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
-		     struct mt_err *err)
+int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
+	       struct mt_err *err)
 {
 	struct cu *s = calloc(1, sizeof(*s));
 	static const char *const what[4] = { "parameters", "gradients", "optimizer state", "activations" };
@@ -891,7 +651,7 @@ static int cuda_init(struct mt_backend *b, const struct mt_config *c, const stru
 				  (long long)s->hd);
 	if (s->dp > 1 && dp_init(s, err))
 		return -1;
-	if (tp_init(s, err))
+	if (mt_cu_tp_init(s, err))
 		return -1;
 	nchunks = mt_ddp_plan_chunks(&s->plan, t, NULL, &s->npiece_chunks);
 	s->nchunks = nchunks;
@@ -1045,7 +805,7 @@ static int load_sharded(struct cu *s, const float *w, const float *m, const floa
 	return 0;
 }
 
-static int cuda_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
+int mt_cu_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	size_t n = (size_t)s->t->total * sizeof(float);
@@ -1066,7 +826,7 @@ static int cuda_load_state(struct mt_backend *b, const float *w, const float *m,
 	return 0;
 }
 
-static int cuda_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err)
+int mt_cu_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	size_t n = (size_t)s->t->total * sizeof(float);
@@ -1099,19 +859,19 @@ static int cuda_save_state(struct mt_backend *b, float *w, float *m, float *v, s
 	return 0;
 }
 
-static void cuda_zero_grad(struct mt_backend *b)
+void mt_cu_zero_grad(struct mt_backend *b)
 {
 	struct cu *s = b->state;
 
 	if (!s->first_write) {
 		if (cudaMemset(s->g, 0, s->bytes[1]) != cudaSuccess)
-			rt_check(s, cudaGetLastError(), "cudaMemset", __LINE__);
+			mt_cu_rt_check(s, cudaGetLastError(), "cudaMemset", __FILE__, __LINE__);
 		return;
 	}
 	for (int i = 0; i < s->t->n; i++)
 		s->gfresh[i] = overwritten(s, &s->t->p[i]);
 	if (s->nzchunks && mt_zero_chunks(s->zchunks, s->nzchunks, s->g))
-		fail_cuda(s);
+		mt_cu_fail(s);
 }
 
 /* zeroes the gradients no product has written since zero_grad (a step's gradient read
@@ -1127,167 +887,6 @@ static int grads_settle(struct cu *s)
 	return 0;
 }
 
-/* ---- tensor parallelism's split points, staged through host memory ---- */
-
-/* n elements of the compute type on the device <-> floats on the host (bf16 and fp16
- * rounded to nearest even, as the device rounds) */
-static int st_d2h(struct cu *s, float *h, const void *d, int64_t n)
-{
-	if (s->dt == MT_F32) {
-		RT(cudaMemcpy(h, d, (size_t)n * 4, cudaMemcpyDeviceToHost));
-		return 0;
-	}
-	RT(cudaMemcpy(s->h_16, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
-	if (s->dt == MT_F16) {
-		for (int64_t i = 0; i < n; i++) {
-			_Float16 x;
-			memcpy(&x, &s->h_16[i], 2);
-			h[i] = (float)x;
-		}
-		return 0;
-	}
-	for (int64_t i = 0; i < n; i++) {
-		uint32_t u = (uint32_t)s->h_16[i] << 16;
-		memcpy(&h[i], &u, 4);
-	}
-	return 0;
-}
-
-static int st_h2d(struct cu *s, void *d, const float *h, int64_t n)
-{
-	if (s->dt == MT_F32) {
-		RT(cudaMemcpy(d, h, (size_t)n * 4, cudaMemcpyHostToDevice));
-		return 0;
-	}
-	for (int64_t i = 0; i < n && s->dt == MT_F16; i++) {
-		_Float16 x = (_Float16)h[i]; /* round to nearest even, as the device's __float2half_rn */
-		memcpy(&s->h_16[i], &x, 2);
-	}
-	for (int64_t i = 0; i < n && s->dt == MT_BF16; i++) {
-		uint32_t u;
-		memcpy(&u, &h[i], 4);
-		s->h_16[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40)
-							      : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-	}
-	RT(cudaMemcpy(d, s->h_16, (size_t)n * 2, cudaMemcpyHostToDevice));
-	return 0;
-}
-
-static int tp_failed(struct cu *s)
-{
-	if (!s->failed && !s->derr.msg[0])
-		mt_err_set(&s->derr, MT_EXIT_IO, "a tensor-parallel collective failed (another rank died or hangs)");
-	s->failed = 1;
-	return -1;
-}
-
-/* NCCL: the compute stream's collectives so far, waited for against the timeout before
- * the host reads anything they wrote (a lost peer must not hang a copy) */
-static int tp_sync(struct cu *s, const char *what)
-{
-	if (!s->tpnccl)
-		return 0;
-	RT(cudaEventRecord(s->tpev, 0));
-	if (mt_nccl_wait(s->tpnccl, s->tpev, what, -1, &s->derr))
-		return tp_failed(s);
-	return 0;
-}
-
-/* partial sums [N][w] of every rank into the rows this rank keeps, out [Nr][w]: an
- * all-reduce, or with sequence parallelism a reduce-scatter */
-static int tp_reduce(struct cu *s, void *out, void *part, int64_t w)
-{
-	if (s->tpnccl) {
-		/* on the compute stream, straight into out: the sum, or this rank's rows of it */
-		if (mt_nccl_reduce_into(s->tpnccl, part, out, (s->sp ? s->Nr : s->N) * w, ntype(s->dt), s->sp, 0, &s->derr))
-			return tp_failed(s);
-		return 0;
-	}
-	if (st_d2h(s, s->h_a, part, s->N * w))
-		return -1;
-	if (s->sp) {
-		if (s->tp->reduce_scatter(s->tp->ctx, s->h_b, s->h_a, s->Nr * w))
-			return tp_failed(s);
-		return st_h2d(s, out, s->h_b, s->Nr * w);
-	}
-	if (s->tp->allreduce(s->tp->ctx, s->h_a, s->N * w))
-		return tp_failed(s);
-	return st_h2d(s, out, s->h_a, s->N * w);
-}
-
-/* tp_reduce over NCCL, begun: the sum goes on on s->tpst while the compute stream runs
- * what does not need it (a column-parallel layer's weight gradient, under its input
- * gradient's sum, as Megatron overlaps them); tp_reduce_end makes the compute stream wait
- * for it. part and out are not to be touched in between. The same collectives in the
- * same order on every rank as tp_reduce, and the same sums. */
-static int tp_reduce_begin(struct cu *s, void *out, void *part, int64_t w)
-{
-	RT(cudaEventRecord(s->tpev_in, 0));
-	RT(cudaStreamWaitEvent(s->tpst, s->tpev_in, 0));
-	if (mt_nccl_reduce_into(s->tpnccl, part, out, (s->sp ? s->Nr : s->N) * w, ntype(s->dt), s->sp, s->tpst, &s->derr))
-		return tp_failed(s);
-	RT(cudaEventRecord(s->tpev_out, s->tpst));
-	return 0;
-}
-
-static int tp_reduce_end(struct cu *s)
-{
-	RT(cudaStreamWaitEvent(0, s->tpev_out, 0));
-	return 0;
-}
-
-/* this rank's rows [Nr][w] as all N rows: gathered into s->full with sequence
- * parallelism; the rows themselves without */
-static void *tp_gather(struct cu *s, void *rows, int64_t w)
-{
-	if (!s->sp)
-		return rows;
-	if (s->tpnccl) {
-		if (rt_check(s, cudaMemcpyAsync(row(s, s->full, s->r0, w), rows, (size_t)(s->Nr * w) * s->es,
-						cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync", __LINE__))
-			return NULL;
-		if (mt_nccl_allgather(s->tpnccl, s->full, s->Nr * w, ntype(s->dt), 0, &s->derr)) {
-			tp_failed(s);
-			return NULL;
-		}
-		return s->full;
-	}
-	if (st_d2h(s, s->h_a, rows, s->Nr * w))
-		return NULL;
-	if (s->tp->allgather(s->tp->ctx, s->h_b, s->h_a, s->Nr * w)) {
-		tp_failed(s);
-		return NULL;
-	}
-	return st_h2d(s, s->full, s->h_b, s->N * w) ? NULL : s->full;
-}
-
-/* A norm's output, the input of a column-parallel layer: with sp_keep the slot holds all N
- * rows, this rank's at r0 (ln_rows), gathered in place in the forward pass (ln_whole) and
- * read whole by the weight gradient (ln_kept: no second gather in the backward pass);
- * else the rank's rows, gathered into s->full each time they are needed whole. */
-static void *ln_rows(struct cu *s, void *buf)
-{
-	return s->sp_keep ? row(s, buf, s->r0, s->h) : buf;
-}
-
-static void *ln_whole(struct cu *s, void *buf)
-{
-	if (!s->sp_keep)
-		return tp_gather(s, buf, s->h);
-	if (mt_nccl_allgather(s->tpnccl, buf, s->Nr * s->h, ntype(s->dt), 0, &s->derr)) {
-		tp_failed(s);
-		return NULL;
-	}
-	return buf;
-}
-
-static void *ln_kept(struct cu *s, void *buf)
-{
-	return s->sp_keep ? buf : tp_gather(s, buf, s->h);
-}
-
-/* ---- the passes ---- */
-
 static int layer_fwd(struct cu *s, int l, struct slot *sl)
 {
 	const struct mt_config *c = s->c;
@@ -1296,10 +895,10 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	void *xin = row(s, s->res, (l - s->lbase) * s->Nr, s->h), *xout = row(s, s->res, (l + 1 - s->lbase) * s->Nr, s->h);
 	void *in;
 
-	KP(P_NORM, mt_norm_fwd(dt, ln_rows(s, sl->ln1), sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->Nr,
+	KP(P_NORM, mt_norm_fwd(dt, mt_cu_ln_rows(s, sl->ln1), sl->ln1s, xin, wp(s, l, MT_P_LN1_W), wp(s, l, MT_P_LN1_B), s->Nr,
 			       s->h, rms, (float)c->norm_epsilon));
 	/* column-parallel QKV: its input whole on every rank (gathered with SP) */
-	if (!(in = ln_whole(s, sl->ln1)))
+	if (!(in = mt_cu_ln_whole(s, sl->ln1)))
 		return -1;
 	KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->qkv, in, wp(s, l, MT_P_QKV_W), wp(s, l, MT_P_QKV_B), NULL, s->N, s->h, s->qkv));
 	if (c->position_embedding_type == MT_POS_ROPE)
@@ -1308,16 +907,16 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	if (s->tpn > 1) {
 		/* row-parallel projection: the partial products summed, then bias and residual */
 		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, s->part, sl->atty, wp(s, l, MT_P_PROJ_W), NULL, NULL, s->N, s->q, s->h));
-		if (tp_reduce(s, sl->mid, s->part, s->h))
+		if (mt_cu_tp_reduce(s, sl->mid, s->part, s->h))
 			return -1;
 		KP(P_ACT, mt_bias_residual(dt, sl->mid, wp(s, l, MT_P_PROJ_B), xin, s->Nr, s->h));
 	} else {
 		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->mid, sl->atty, wp(s, l, MT_P_PROJ_W), wp(s, l, MT_P_PROJ_B), xin, s->N,
 					   s->q, s->h));
 	}
-	KP(P_NORM, mt_norm_fwd(dt, ln_rows(s, sl->ln2), sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B),
+	KP(P_NORM, mt_norm_fwd(dt, mt_cu_ln_rows(s, sl->ln2), sl->ln2s, sl->mid, wp(s, l, MT_P_LN2_W), wp(s, l, MT_P_LN2_B),
 			       s->Nr, s->h, rms, (float)c->norm_epsilon));
-	if (!(in = ln_whole(s, sl->ln2)))
+	if (!(in = mt_cu_ln_whole(s, sl->ln2)))
 		return -1;
 	if (c->swiglu) {
 		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, sl->fc1, in, wp(s, l, MT_P_FC1_W), wp(s, l, MT_P_FC1_B), NULL, s->N,
@@ -1329,7 +928,7 @@ static int layer_fwd(struct cu *s, int l, struct slot *sl)
 	}
 	if (s->tpn > 1) {
 		KP(P_MATMUL, mt_linear_fwd(s->lt, dt, s->part, sl->act, wp(s, l, MT_P_FC2_W), NULL, NULL, s->N, s->f, s->h));
-		if (tp_reduce(s, xout, s->part, s->h))
+		if (mt_cu_tp_reduce(s, xout, s->part, s->h))
 			return -1;
 		KP(P_ACT, mt_bias_residual(dt, xout, wp(s, l, MT_P_FC2_B), sl->mid, s->Nr, s->h));
 	} else {
@@ -1354,11 +953,11 @@ static int col_bwd(struct cu *s, int l, void *ln, enum mt_param_kind wk, float *
 	if (save) {
 		RT(cudaMemcpyAsync(save, s->dbig, (size_t)(s->N * n) * s->es, cudaMemcpyDeviceToDevice, 0));
 	} else {
-		if (!(in = ln_kept(s, ln)))
+		if (!(in = mt_cu_ln_kept(s, ln)))
 			return -1;
 		if (overlap) {
 			KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, s->part, s->dbig, wp(s, l, wk), s->N, s->h, n, 0));
-			if (tp_reduce_begin(s, s->dln, s->part, s->h))
+			if (mt_cu_tp_reduce_begin(s, s->dln, s->part, s->h))
 				return -1;
 		}
 		KP(P_MM_DW, lin_bwd_w(s, l, wk, s->dbig, in, s->N, s->h, n));
@@ -1366,9 +965,9 @@ static int col_bwd(struct cu *s, int l, void *ln, enum mt_param_kind wk, float *
 	if (gb)
 		KP(P_BIAS, mt_bias_grad(dt, gb, s->dbig, s->N, n, s->scratch));
 	if (overlap)
-		return tp_reduce_end(s);
+		return mt_cu_tp_reduce_end(s);
 	KP(P_MM_DIN, mt_linear_bwd_in(s->lt, dt, tp ? s->part : s->dln, s->dbig, wp(s, l, wk), s->N, s->h, n, 0));
-	return tp && tp_reduce(s, s->dln, s->part, s->h) ? -1 : 0;
+	return tp && mt_cu_tp_reduce(s, s->dln, s->part, s->h) ? -1 : 0;
 }
 
 /* s->dres holds d loss / d res[l + 1] on entry and d loss / d res[l] on return (this
@@ -1389,7 +988,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	float *gb;
 
 	/* MLP */
-	if (!(dfull = tp ? tp_gather(s, s->dres, s->h) : s->dres))
+	if (!(dfull = tp ? mt_cu_tp_gather(s, s->dres, s->h) : s->dres))
 		return -1;
 	if (dsave)
 		RT(cudaMemcpyAsync(dsave[0], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
@@ -1411,7 +1010,7 @@ static int layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	KP(P_NORM, mt_norm_bwd(dt, s->dres, 1, gp(s, l, MT_P_LN2_W), gp(s, l, MT_P_LN2_B), gp(s, l, MT_P_PROJ_B), s->dln,
 			       sl->mid, sl->ln2s, wp(s, l, MT_P_LN2_W), s->Nr, s->h, rms, s->scratch));
 	/* attention */
-	if (!(dfull = tp ? tp_gather(s, s->dres, s->h) : s->dres))
+	if (!(dfull = tp ? mt_cu_tp_gather(s, s->dres, s->h) : s->dres))
 		return -1;
 	if (dsave)
 		RT(cudaMemcpyAsync(dsave[2], dfull, (size_t)(s->N * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
@@ -1444,11 +1043,11 @@ static int layer_w(struct cu *s, int l, struct slot *sl, void *const *dsave)
 	void *in;
 
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC2_W, dsave[0], sl->act, s->N, s->f, s->h));
-	if (!(in = ln_kept(s, sl->ln2)))
+	if (!(in = mt_cu_ln_kept(s, sl->ln2)))
 		return -1;
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_FC1_W, dsave[1], in, s->N, s->h, s->fc1));
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_PROJ_W, dsave[2], sl->atty, s->N, s->q, s->h));
-	if (!(in = ln_kept(s, sl->ln1)))
+	if (!(in = mt_cu_ln_kept(s, sl->ln1)))
 		return -1;
 	KP(P_MM_DW, lin_bwd_w(s, l, MT_P_QKV_W, dsave[3], in, s->N, s->h, s->qkv));
 	return 0;
@@ -1504,30 +1103,9 @@ static int64_t group_tokens(struct cu *s, const int32_t *tokens)
 	return nu;
 }
 
-/* NCCL: in the step's last micro-batch, the sequence-parallel replicas at offsets >= lo
- * have their step's gradient; their sums over the group go onto the communication
- * stream now, under the rest of the backward pass and ahead of the data-parallel bucket
- * that holds them (grads_ready, the same stream) */
-static int tp_grads_ready(struct cu *s, int64_t lo)
-{
-	if (!s->tpnccl || !s->tp_last || lo >= s->tp_done)
-		return 0;
-	RT(cudaEventRecord(s->tpev, 0));
-	RT(cudaStreamWaitEvent(s->comm, s->tpev, 0));
-	for (int i = 0; i < s->t->n; i++) {
-		const struct mt_param *q = &s->t->p[i];
-		if (q->tp_grad_reduce && q->offset >= lo && q->offset < s->tp_done &&
-		    mt_nccl_allreduce(s->tpnccl, s->g + q->offset, q->numel, MT_NCCL_F32, s->comm, &s->derr))
-			return tp_failed(s);
-	}
-	s->tp_done = lo;
-	s->tp_pending = 1;
-	return 0;
-}
-
 static int ready(struct cu *s, int64_t lo)
 {
-	return tp_grads_ready(s, lo) || grads_ready(s, lo) ? -1 : 0;
+	return mt_cu_tp_grads_ready(s, lo) || grads_ready(s, lo) ? -1 : 0;
 }
 
 /* tokens and targets (targets may be NULL) onto the device, s->tok and s->tgt, through
@@ -1568,7 +1146,7 @@ static int embed_fwd(struct cu *s)
 		/* vocabulary-parallel embedding: this rank's rows looked up, the rest zero, the
 		 * partial rows summed (scattered along the sequence with SP), then positions */
 		KP(P_EMBED, mt_embed_fwd_vocab(dt, s->part, s->tok, wp(s, -1, MT_P_WORD_EMB), s->v0, s->V, s->N, s->h));
-		if (tp_reduce(s, s->res, s->part, s->h))
+		if (mt_cu_tp_reduce(s, s->res, s->part, s->h))
 			return -1;
 		if (wp(s, -1, MT_P_POS_EMB))
 			KP(P_EMBED, mt_embed_pos_add(dt, s->res, wp(s, -1, MT_P_POS_EMB), s->r0, s->Nr, s->T, s->h));
@@ -1586,7 +1164,7 @@ static int embed_bwd(struct cu *s, int64_t nu)
 	if (s->tpn > 1) {
 		/* the word rows of this rank's vocabulary from every row (gathered with SP);
 		 * the positions from this rank's rows */
-		void *dfull = tp_gather(s, s->dres, s->h);
+		void *dfull = mt_cu_tp_gather(s, s->dres, s->h);
 		if (!dfull)
 			return -1;
 		KP(P_EMBED, mt_embed_bwd(dt, gp(s, -1, MT_P_WORD_EMB), NULL, dfull, s->u_tok, s->u_start, s->u_pos, nu, s->N,
@@ -1614,7 +1192,7 @@ static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
 
 	KP(P_NORM, mt_norm_fwd(dt, s->lnf, s->lnfs, xL, wp(s, -1, MT_P_FINAL_W), wp(s, -1, MT_P_FINAL_B), s->Nr, s->h,
 			       c->normalization == MT_NORM_RMSNORM, (float)c->norm_epsilon));
-	if (!(lnf = s->tpn > 1 ? tp_gather(s, s->lnf, s->h) : s->lnf))
+	if (!(lnf = s->tpn > 1 ? mt_cu_tp_gather(s, s->lnf, s->h) : s->lnf))
 		return -1;
 	for (int64_t r0 = 0; r0 < s->N; r0 += s->chunk_rows) {
 		int64_t rows = s->N - r0 < s->chunk_rows ? s->N - r0 : s->chunk_rows;
@@ -1626,14 +1204,14 @@ static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
 			 * exponentials, the group's from them, then the loss (on the rank holding
 			 * the target) and the gradient of this rank's logits */
 			KP(P_CLASS, mt_classifier_stats(dt, s->logits, s->cmx, s->csum, rows, s->V));
-			if (tp_sync(s, "the tensor-parallel collectives"))
+			if (mt_cu_tp_sync(s, "the tensor-parallel collectives"))
 				return -1;
 			RT(cudaMemcpy(s->h_cmx, s->cmx, (size_t)rows * 4, cudaMemcpyDeviceToHost));
 			RT(cudaMemcpy(s->h_csum, s->csum, (size_t)rows * 4, cudaMemcpyDeviceToHost));
 			for (int64_t n = 0; n < rows; n++)
 				s->h_d[n] = s->h_cmx[n];
 			if (s->tp->allreduce_f64(s->tp->ctx, s->h_d, rows, 1))
-				return tp_failed(s);
+				return mt_cu_tp_failed(s);
 			/* this rank's sum rescaled to the group's maximum, then summed */
 			for (int64_t n = 0; n < rows; n++) {
 				double m = s->h_d[n];
@@ -1641,7 +1219,7 @@ static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
 				s->h_cmx[n] = (float)m;
 			}
 			if (s->tp->allreduce_f64(s->tp->ctx, s->h_d, rows, 0))
-				return tp_failed(s);
+				return mt_cu_tp_failed(s);
 			for (int64_t n = 0; n < rows; n++)
 				s->h_csum[n] = (float)s->h_d[n];
 			RT(cudaMemcpy(s->cmx, s->h_cmx, (size_t)rows * 4, cudaMemcpyHostToDevice));
@@ -1657,7 +1235,7 @@ static int head(struct cu *s, void *xL, int backward, int64_t count, void *dln)
 						      rows, s->h, s->V, 0));
 		}
 	}
-	if (backward && s->tpn > 1 && tp_reduce(s, dln, s->part, s->h))
+	if (backward && s->tpn > 1 && mt_cu_tp_reduce(s, dln, s->part, s->h))
 		return -1;
 	return 0;
 }
@@ -1668,13 +1246,13 @@ static int loss_out(struct cu *s, int64_t count, double *loss)
 {
 	double sum = 0;
 
-	if (tp_sync(s, "the tensor-parallel collectives"))
+	if (mt_cu_tp_sync(s, "the tensor-parallel collectives"))
 		return -1;
 	RT(cudaMemcpy(s->h_loss, s->rowloss, (size_t)s->N * sizeof(float), cudaMemcpyDeviceToHost));
 	for (int64_t n = 0; n < s->N; n++)
 		sum += s->h_loss[n];
 	if (s->tpn > 1 && s->tp->allreduce_f64(s->tp->ctx, &sum, 1, 0))
-		return tp_failed(s);
+		return mt_cu_tp_failed(s);
 	*loss = count ? sum / (double)count : 0;
 	return 0;
 }
@@ -1793,8 +1371,8 @@ static int score(struct cu *s, int64_t rows, const int32_t *tokens, const int32_
 	return 0;
 }
 
-static int cuda_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
-			   int real_vocab, struct mt_score_row *out, struct mt_err *err)
+int mt_cu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
+		     int real_vocab, struct mt_score_row *out, struct mt_err *err)
 {
 	struct cu *s = b->state;
 
@@ -1808,7 +1386,7 @@ static int cuda_score_rows(struct mt_backend *b, int64_t rows, const int32_t *to
 	return 0;
 }
 
-static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
+double mt_cu_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
 {
 	struct cu *s = b->state;
 	double loss = NAN;
@@ -1863,7 +1441,7 @@ static int reduce_wait(struct cu *s, int64_t step, struct mt_err *err)
 		s->failed = 1;
 		return -1;
 	}
-	if (rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __LINE__))
+	if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
 		return failed_err(s, err);
 	return 0;
 }
@@ -2017,8 +1595,8 @@ static void ppx_close(struct cu *s)
 /* NCCL between the stages when each has a GPU of its own (or asked), else nothing: MPI
  * through host memory; the group agrees, so no stage waits in a communicator the others
  * left */
-static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
-			     size_t *elem_bytes, struct mt_err *err)
+int mt_cu_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
+		       size_t *elem_bytes, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	int want = s->o.pp_comm, distinct = 1, dev = 0;
@@ -2031,7 +1609,7 @@ static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const stru
 	*elem_bytes = 4;
 	if (want == MT_TP_COMM_HOST || !g || g->world < 2)
 		return 0;
-	if (group_gpus(g, "the pipeline's GPU check", &dev, &distinct, err))
+	if (mt_cu_group_gpus(g, "the pipeline's GPU check", &dev, &distinct, err))
 		return -1;
 	if (!distinct) {
 		if (want == MT_TP_COMM_NCCL)
@@ -2086,7 +1664,7 @@ static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const stru
 static int pp_in(struct cu *s, void *dst, const void *src)
 {
 	if (!s->pp_dev)
-		return st_h2d(s, dst, src, s->Nr * s->h);
+		return mt_cu_st_h2d(s, dst, src, s->Nr * s->h);
 	RT(cudaMemcpyAsync(dst, src, (size_t)(s->Nr * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	return 0;
 }
@@ -2094,12 +1672,10 @@ static int pp_in(struct cu *s, void *dst, const void *src)
 static int pp_out(struct cu *s, void *dst, const void *src)
 {
 	if (!s->pp_dev)
-		return st_d2h(s, dst, src, s->Nr * s->h);
+		return mt_cu_st_d2h(s, dst, src, s->Nr * s->h);
 	RT(cudaMemcpyAsync(dst, src, (size_t)(s->Nr * s->h) * s->es, cudaMemcpyDeviceToDevice, 0));
 	return 0;
 }
-
-/* ---- pipeline stages (backend.h: stage_forward, stage_backward, stage_weight) ---- */
 
 static int stage_fail(struct cu *s, const char *fmt, int a, int b2)
 {
@@ -2289,8 +1865,8 @@ static int stage_wt(struct cu *s, int chunk, int slot)
 	return 0;
 }
 
-static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
-				 const int32_t *targets, const void *in, void *out, int64_t *ntargets)
+double mt_cu_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
+			   const int32_t *targets, const void *in, void *out, int64_t *ntargets)
 {
 	struct cu *s = b->state;
 	double loss = 0;
@@ -2301,14 +1877,14 @@ static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, cons
 	return loss;
 }
 
-static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split)
+int mt_cu_stage_backward(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split)
 {
 	struct cu *s = b->state;
 
 	return s->failed || stage_bwd(s, chunk, slot, dout, din, split) ? -1 : 0;
 }
 
-static int cuda_stage_weight(struct mt_backend *b, int chunk, int slot)
+int mt_cu_stage_weight(struct mt_backend *b, int chunk, int slot)
 {
 	struct cu *s = b->state;
 
@@ -2323,7 +1899,7 @@ static int stage_reduce(struct cu *s)
 	if (s->tpnccl) {
 		s->tp_last = 1;
 		s->tp_done = s->t->total;
-		if (tp_grads_ready(s, 0))
+		if (mt_cu_tp_grads_ready(s, 0))
 			return -1;
 		s->tp_last = 0;
 	}
@@ -2342,7 +1918,7 @@ static int stage_reduce(struct cu *s)
 
 /* the tied word embedding's two copies' gradients (first and last stage) summed over the
  * embedding group, through host memory (the group's ordered sum, the same bits on both) */
-static int cuda_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err)
+int mt_cu_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	const struct mt_param *p = mt_params_get(s->t, -1, MT_P_WORD_EMB);
@@ -2353,19 +1929,19 @@ static int cuda_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct 
 		return mt_err_set(err, MT_EXIT_USAGE, "tied embeddings: no word embedding on this stage");
 	if (!s->h_emb && !(s->h_emb = malloc((size_t)p->numel * sizeof(float))))
 		return mt_err_set(err, MT_EXIT_IO, "out of memory for the embedding's gradient");
-	if (rt_check(s, cudaMemcpy(s->h_emb, s->g + p->offset, (size_t)p->numel * 4, cudaMemcpyDeviceToHost),
-		     "cudaMemcpy", __LINE__))
+	if (mt_cu_rt_check(s, cudaMemcpy(s->h_emb, s->g + p->offset, (size_t)p->numel * 4, cudaMemcpyDeviceToHost),
+		     "cudaMemcpy", __FILE__, __LINE__))
 		return failed_err(s, err);
 	if (emb->allreduce(emb->ctx, s->h_emb, p->numel))
 		return mt_err_set(err, MT_EXIT_IO, "the tied embedding's gradient sum failed");
-	if (rt_check(s, cudaMemcpy(s->g + p->offset, s->h_emb, (size_t)p->numel * 4, cudaMemcpyHostToDevice),
-		     "cudaMemcpy", __LINE__))
+	if (mt_cu_rt_check(s, cudaMemcpy(s->g + p->offset, s->h_emb, (size_t)p->numel * 4, cudaMemcpyHostToDevice),
+		     "cudaMemcpy", __FILE__, __LINE__))
 		return failed_err(s, err);
 	return 0;
 }
 
-static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
-			     struct mt_err *err)
+int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
+		       struct mt_err *err)
 {
 	struct cu *s = b->state;
 	/* the norm over every rank holding a part of the model: tensor x pipeline */
@@ -2394,13 +1970,13 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 		 * reduce_wait has waited for the same stream) */
 		s->tp_pending = 0;
 		if (s->dp < 2) {
-			if (rt_check(s, cudaEventRecord(s->tpev, s->comm), "cudaEventRecord", __LINE__))
+			if (mt_cu_rt_check(s, cudaEventRecord(s->tpev, s->comm), "cudaEventRecord", __FILE__, __LINE__))
 				return failed_err(s, err);
 			if (mt_nccl_wait(s->tpnccl, s->tpev, "the sequence-parallel gradient all-reduce", b->step, err)) {
 				s->failed = 1;
 				return -1;
 			}
-			if (rt_check(s, cudaStreamWaitEvent(0, s->tpev, 0), "cudaStreamWaitEvent", __LINE__))
+			if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->tpev, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
 				return failed_err(s, err);
 		}
 	} else if (s->tpn > 1 && !s->tpnccl) {
@@ -2410,33 +1986,33 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 			const struct mt_param *q = &s->t->p[i];
 			if (!q->tp_grad_reduce)
 				continue;
-			if (rt_check(s, cudaMemcpy(s->h_a, s->g + q->offset, (size_t)q->numel * 4, cudaMemcpyDeviceToHost),
-				     "cudaMemcpy", __LINE__))
+			if (mt_cu_rt_check(s, cudaMemcpy(s->h_a, s->g + q->offset, (size_t)q->numel * 4, cudaMemcpyDeviceToHost),
+				     "cudaMemcpy", __FILE__, __LINE__))
 				return failed_err(s, err);
 			if (s->tp->allreduce(s->tp->ctx, s->h_a, q->numel)) {
-				tp_failed(s);
+				mt_cu_tp_failed(s);
 				return failed_err(s, err);
 			}
-			if (rt_check(s, cudaMemcpy(s->g + q->offset, s->h_a, (size_t)q->numel * 4, cudaMemcpyHostToDevice),
-				     "cudaMemcpy", __LINE__))
+			if (mt_cu_rt_check(s, cudaMemcpy(s->g + q->offset, s->h_a, (size_t)q->numel * 4, cudaMemcpyHostToDevice),
+				     "cudaMemcpy", __FILE__, __LINE__))
 				return failed_err(s, err);
 		}
 	}
-	prof_mark(s, P_OPTIM);
+	mt_cu_prof_mark(s, P_OPTIM);
 	if ((n1 && mt_grad_sumsq_dev(s->chunks, n1, s->g, sc, s->partial, s->sumsq)) ||
 	    (n2 && mt_grad_sumsq_dev((const struct mt_chunk *)s->chunks + n1, n2, s->g, sc, s->partial + n1, s->sumsq + 1))) {
-		fail_cuda(s);
+		mt_cu_fail(s);
 		return failed_err(s, err);
 	}
-	prof_mark(s, P_OPTIM);
-	if (rt_check(s, cudaMemcpy(part, s->sumsq, sizeof(part), cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
+	mt_cu_prof_mark(s, P_OPTIM);
+	if (mt_cu_rt_check(s, cudaMemcpy(part, s->sumsq, sizeof(part), cudaMemcpyDeviceToHost), "cudaMemcpy", __FILE__, __LINE__))
 		return failed_err(s, err);
 	sq = (n1 ? part[0] : 0) + (n2 && s->me == 0 ? part[1] : 0);
 	if (s->chunk_norm) {
 		/* each chunk's sum in chunk order, as the device adds them, without the
 		 * replicas another tensor-parallel rank counts (ZeRO: the leftovers on rank 0) */
-		if (rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)(n1 + n2) * sizeof(double),
-					   cudaMemcpyDeviceToHost), "cudaMemcpy", __LINE__))
+		if (mt_cu_rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)(n1 + n2) * sizeof(double),
+					   cudaMemcpyDeviceToHost), "cudaMemcpy", __FILE__, __LINE__))
 			return failed_err(s, err);
 		sq = 0;
 		for (int64_t i = 0; i < n1 + n2; i++)
@@ -2450,7 +2026,7 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 		return -1;
 	}
 	if (mt_tp_on(mp) && mp->allreduce_f64(mp->ctx, &sq, 1, 0)) {
-		tp_failed(s);
+		mt_cu_tp_failed(s);
 		return failed_err(s, err);
 	}
 	if (!isfinite(sq)) {
@@ -2477,8 +2053,8 @@ static int gather_params(struct cu *s, int64_t step, struct mt_err *err)
 {
 	enum mt_nccl_type nt = ntype(s->dt);
 
-	if (rt_check(s, cudaEventRecord(s->bev[0], 0), "cudaEventRecord", __LINE__) ||
-	    rt_check(s, cudaStreamWaitEvent(s->comm, s->bev[0], 0), "cudaStreamWaitEvent", __LINE__))
+	if (mt_cu_rt_check(s, cudaEventRecord(s->bev[0], 0), "cudaEventRecord", __FILE__, __LINE__) ||
+	    mt_cu_rt_check(s, cudaStreamWaitEvent(s->comm, s->bev[0], 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
 		return failed_err(s, err);
 	if (mt_nccl_group_start(s->nccl, err))
 		goto fail;
@@ -2488,11 +2064,11 @@ static int gather_params(struct cu *s, int64_t step, struct mt_err *err)
 			goto fail;
 	if (mt_nccl_group_end(s->nccl, err))
 		goto fail;
-	if (rt_check(s, cudaEventRecord(s->done, s->comm), "cudaEventRecord", __LINE__))
+	if (mt_cu_rt_check(s, cudaEventRecord(s->done, s->comm), "cudaEventRecord", __FILE__, __LINE__))
 		return failed_err(s, err);
 	if (mt_nccl_wait(s->nccl, s->done, "the parameter all-gather", step, err))
 		goto fail;
-	if (rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __LINE__))
+	if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
 		return failed_err(s, err);
 	return 0;
 fail:
@@ -2500,7 +2076,7 @@ fail:
 	return -1;
 }
 
-static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
+int mt_cu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	struct mt_adamw_coef c;
@@ -2518,14 +2094,14 @@ static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, 
 	k.neg_step_size = c.neg_step_size;
 	if (s->failed)
 		return failed_err(s, err);
-	prof_mark(s, P_OPTIM);
+	mt_cu_prof_mark(s, P_OPTIM);
 	if (mt_adamw_apply(s->chunks, s->nchunks, &k, s->gclip, s->w, s->g, s->m, s->v, s->dt,
 			   s->wc == (void *)s->w ? NULL : s->wc)) {
-		fail_cuda(s);
+		mt_cu_fail(s);
 		return failed_err(s, err);
 	}
-	prof_mark(s, P_OPTIM);
-	if (b->timers && rt_check(s, cudaStreamSynchronize(0), "cudaStreamSynchronize", __LINE__))
+	mt_cu_prof_mark(s, P_OPTIM);
+	if (b->timers && mt_cu_rt_check(s, cudaStreamSynchronize(0), "cudaStreamSynchronize", __FILE__, __LINE__))
 		return failed_err(s, err); /* timed: the update done before the clock stops */
 	if (s->zero) {
 		double t0 = b->timers ? mt_now() : 0;
@@ -2548,7 +2124,7 @@ static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, 
 	return 0;
 }
 
-static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
+int mt_cu_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
 {
 	struct cu *s = b->state;
 	cudaError_t e;
@@ -2562,14 +2138,14 @@ static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
 	return 0;
 }
 
-static size_t cuda_bytes(const struct mt_backend *b)
+size_t mt_cu_bytes(const struct mt_backend *b)
 {
 	const struct cu *s = b->state;
 
 	return s->bytes[0] + s->bytes[1] + s->bytes[2] + s->bytes[3];
 }
 
-static double cuda_loss_scale(const struct mt_backend *b)
+double mt_cu_loss_scale(const struct mt_backend *b)
 {
 	const struct cu *s = b->state;
 
@@ -2585,30 +2161,30 @@ int mt_backend_cuda_usable(void)
 
 #include <math.h>
 
-static int cuda_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
+static int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
 		     struct mt_err *err)
 {
 	(void)b, (void)c, (void)t, (void)micro_batch;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend (nvcc was not found): use --device cpu");
 }
-static void cuda_free(struct mt_backend *b) { (void)b; }
-static int cuda_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
+static void mt_cu_free(struct mt_backend *b) { (void)b; }
+static int mt_cu_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
 {
 	(void)b, (void)w, (void)m, (void)v, (void)err;
 	return -1;
 }
-static int cuda_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err)
+static int mt_cu_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err)
 {
 	(void)b, (void)w, (void)m, (void)v, (void)err;
 	return -1;
 }
-static void cuda_zero_grad(struct mt_backend *b) { (void)b; }
-static double cuda_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
+static void mt_cu_zero_grad(struct mt_backend *b) { (void)b; }
+static double mt_cu_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward)
 {
 	(void)b, (void)tokens, (void)targets, (void)backward;
 	return 0;
 }
-static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
+static int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
 			     struct mt_err *err)
 {
 	(void)b, (void)scale, (void)max_norm;
@@ -2616,27 +2192,27 @@ static int cuda_grad_prepare(struct mt_backend *b, float scale, double max_norm,
 	*nonfinite = 1;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
 }
-static int cuda_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
+static int mt_cu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
 {
 	(void)b, (void)o, (void)lr;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
 }
-static int cuda_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
+static int mt_cu_get_grad(struct mt_backend *b, float *g, struct mt_err *err)
 {
 	(void)b, (void)g, (void)err;
 	return -1;
 }
-static size_t cuda_bytes(const struct mt_backend *b)
+static size_t mt_cu_bytes(const struct mt_backend *b)
 {
 	(void)b;
 	return 0;
 }
-static double cuda_loss_scale(const struct mt_backend *b)
+static double mt_cu_loss_scale(const struct mt_backend *b)
 {
 	(void)b;
 	return 1.0;
 }
-static int cuda_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
+static int mt_cu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
 			   int real_vocab, struct mt_score_row *out, struct mt_err *err)
 {
 	(void)b, (void)rows, (void)tokens, (void)targets, (void)real_vocab, (void)out;
@@ -2646,29 +2222,29 @@ int mt_backend_cuda_usable(void)
 {
 	return 0;
 }
-static double cuda_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
+static double mt_cu_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
 				 const int32_t *targets, const void *in, void *out, int64_t *ntargets)
 {
 	(void)b, (void)chunk, (void)slot, (void)tokens, (void)targets, (void)in, (void)out;
 	*ntargets = 0;
 	return NAN;
 }
-static int cuda_stage_backward(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split)
+static int mt_cu_stage_backward(struct mt_backend *b, int chunk, int slot, const void *dout, void *din, int split)
 {
 	(void)b, (void)chunk, (void)slot, (void)dout, (void)din, (void)split;
 	return -1;
 }
-static int cuda_stage_weight(struct mt_backend *b, int chunk, int slot)
+static int mt_cu_stage_weight(struct mt_backend *b, int chunk, int slot)
 {
 	(void)b, (void)chunk, (void)slot;
 	return -1;
 }
-static int cuda_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err)
+static int mt_cu_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err)
 {
 	(void)b, (void)emb;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
 }
-static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
+static int mt_cu_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
 			     size_t *elem_bytes, struct mt_err *err)
 {
 	(void)b, (void)g, (void)err;
@@ -2681,21 +2257,21 @@ static int cuda_pp_transport(struct mt_backend *b, struct mt_dist *g, const stru
 
 const struct mt_backend_ops mt_backend_cuda = {
 	.name = "cuda",
-	.init = cuda_init,
-	.free = cuda_free,
-	.load_state = cuda_load_state,
-	.save_state = cuda_save_state,
-	.zero_grad = cuda_zero_grad,
-	.step_micro = cuda_step_micro,
-	.grad_prepare = cuda_grad_prepare,
-	.adamw_step = cuda_adamw_step,
-	.get_grad = cuda_get_grad,
-	.bytes = cuda_bytes,
-	.score_rows = cuda_score_rows,
-	.stage_forward = cuda_stage_forward,
-	.stage_backward = cuda_stage_backward,
-	.stage_weight = cuda_stage_weight,
-	.tie_grads = cuda_tie_grads,
-	.pp_transport = cuda_pp_transport,
-	.loss_scale = cuda_loss_scale,
+	.init = mt_cu_init,
+	.free = mt_cu_free,
+	.load_state = mt_cu_load_state,
+	.save_state = mt_cu_save_state,
+	.zero_grad = mt_cu_zero_grad,
+	.step_micro = mt_cu_step_micro,
+	.grad_prepare = mt_cu_grad_prepare,
+	.adamw_step = mt_cu_adamw_step,
+	.get_grad = mt_cu_get_grad,
+	.bytes = mt_cu_bytes,
+	.score_rows = mt_cu_score_rows,
+	.stage_forward = mt_cu_stage_forward,
+	.stage_backward = mt_cu_stage_backward,
+	.stage_weight = mt_cu_stage_weight,
+	.tie_grads = mt_cu_tie_grads,
+	.pp_transport = mt_cu_pp_transport,
+	.loss_scale = mt_cu_loss_scale,
 };
