@@ -3,7 +3,7 @@
  * (K, KP: a kernel launcher's error, KP timing it under MT_CUDA_PROFILE; RT: a CUDA
  * runtime call's, with the caller's file and line); the small accessors of the flat
  * buffers; and the functions one file defines for the others, by file. The files, one
- * concept each: plan.c, tensor_parallel.c. */
+ * concept each: plan.c, data_parallel.c, tensor_parallel.c. */
 #ifndef MT_BACKEND_CUDA_CU_H
 #define MT_BACKEND_CUDA_CU_H
 
@@ -211,6 +211,7 @@ void mt_cu_zero_grad(struct mt_backend *b);
 int mt_cu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
 		     int real_vocab, struct mt_score_row *out, struct mt_err *err);
 double mt_cu_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward);
+int mt_cu_failed_err(struct cu *s, struct mt_err *err);
 int mt_cu_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
 		       size_t *elem_bytes, struct mt_err *err);
 double mt_cu_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
@@ -224,6 +225,15 @@ int mt_cu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct
 int mt_cu_get_grad(struct mt_backend *b, float *g, struct mt_err *err);
 size_t mt_cu_bytes(const struct mt_backend *b);
 double mt_cu_loss_scale(const struct mt_backend *b);
+
+/* data_parallel.c: gradient buckets, ZeRO shards */
+cudaError_t mt_cu_shard_copy(struct cu *s, float *whole, float *shard, int to_shard);
+int mt_cu_shard_gather(struct cu *s, float *whole, struct mt_err *err);
+int mt_cu_dp_init(struct cu *s, struct mt_err *err);
+int mt_cu_grads_ready(struct cu *s, int64_t lo);
+int mt_cu_load_sharded(struct cu *s, const float *w, const float *m, const float *v, struct mt_err *err);
+int mt_cu_reduce_wait(struct cu *s, int64_t step, struct mt_err *err);
+int mt_cu_gather_params(struct cu *s, int64_t step, struct mt_err *err);
 
 /* tensor_parallel.c: the split points' collectives */
 int mt_cu_tp_init(struct cu *s, struct mt_err *err);

@@ -14,7 +14,8 @@
  * are params.h's, so checkpoints go through the same fp32 host buffers as on the CPU and
  * move between the backends.
  *
- * Elsewhere in lib/backend/cuda/: tensor parallelism (tensor_parallel.c).
+ * Elsewhere in lib/backend/cuda/: tensor parallelism (tensor_parallel.c) and data
+ * parallelism (data_parallel.c).
  *
  * Activations and their gradients are in the compute type; norms, softmax, attention
  * and the loss sum in fp32; weight gradients accumulate in fp32. The logits are made a
@@ -27,31 +28,7 @@
  *
  * fp16 uses Megatron's loss scaling: the loss gradient is multiplied by the scale,
  * grad_prepare divides it out, and with the dynamic scaler an overflow skips the step
- * and lowers the scale (hysteresis), while loss_scale_window good steps double it.
- *
- * Data parallelism (opts.dist with more than one data-parallel rank): one rank per GPU,
- * the GPU picked by the node-local rank; an NCCL communicator (ncclcomm.h). The gradient
- * buffer is cut into buckets along layer boundaries (about bucket_size elements each);
- * the backward pass runs from the last layer to the embeddings, and in the step's last
- * micro-batch (MT_BACKWARD_LAST) each bucket's reduction is launched on a second stream
- * as soon as the pass has finished its parameters, ordered by an event, so the
- * communication runs under the rest of the backward pass; earlier micro-batches only
- * accumulate. Reductions are sums in fp32 (the loop's 1/micro-batches scale comes
- * after). grad_prepare waits for them against the timeout (ncclcomm.h aborts the
- * communicator and says which step); the training loop's heartbeat through dist.h
- * before it names a rank that did not finish its backward pass.
- *
- * With the distributed optimizer (ZeRO-1) each bucket is reduce-scattered instead: rank
- * r owns the r-th of dp equal pieces of every bucket (the few elements left over when
- * dp does not divide a bucket are all-reduced and owned by every rank), keeps fp32
- * master weights and AdamW moments for its pieces only (the memory plan shows the
- * saving), takes the global norm from per-rank sums of squares (an MPI sum of one
- * double, which also carries the non-finite check), updates its pieces and writes the
- * compute copy there, and the compute copy's pieces are all-gathered (bf16/fp16, or fp32
- * when training in fp32, where the compute copy is then a separate buffer). load_state
- * and save_state move the whole state: each rank takes its pieces from the whole
- * buffers, and rank 0 gathers every piece (dist.h) for the checkpoint, so checkpoints
- * are the same global layout as a single GPU's and resume at any number of ranks. */
+ * and lowers the scale (hysteresis), while loss_scale_window good steps double it. */
 #include "backend/backend.h"
 
 #ifdef MT_HAVE_CUDA
@@ -419,68 +396,6 @@ static int pick_gpu(struct cu *s, int count, struct mt_err *err)
 	return 0;
 }
 
-/* ZeRO: this rank's pieces (and the leftovers) between a whole buffer (host or device)
- * and the shard layout */
-static cudaError_t shard_copy(struct cu *s, float *whole, float *shard, int to_shard)
-{
-	cudaError_t e = cudaSuccess;
-
-	for (int j = 0; j < s->plan.nb && e == cudaSuccess; j++) {
-		int64_t p = s->plan.piece[j], mine = s->plan.lo[j] + s->me * p, left = s->plan.lo[j] + s->dp * p;
-		int64_t nl = s->plan.hi[j] - left;
-		float *w1 = whole + mine, *s1 = shard + s->plan.sh[j], *w2 = whole + left, *s2 = shard + s->plan.sh[j] + p;
-		if (p)
-			e = cudaMemcpy(to_shard ? s1 : w1, to_shard ? w1 : s1, (size_t)p * 4, cudaMemcpyDefault);
-		if (e == cudaSuccess && nl)
-			e = cudaMemcpy(to_shard ? s2 : w2, to_shard ? w2 : s2, (size_t)nl * 4, cudaMemcpyDefault);
-	}
-	return e;
-}
-
-/* Every rank's pieces of a whole host buffer to rank 0 (each rank's are in place). */
-static int shard_gather(struct cu *s, float *whole, struct mt_err *err)
-{
-	for (int j = 0; j < s->plan.nb; j++) {
-		if (!s->plan.piece[j])
-			continue;
-		for (int q = 0; q < s->dp; q++) {
-			s->g_cnt[q] = s->plan.piece[j];
-			s->g_dsp[q] = s->plan.lo[j] + q * s->plan.piece[j];
-		}
-		if (s->d->ops->gatherv_f32(s->d, whole, s->g_cnt, s->g_dsp, "the checkpoint gather", -1, err))
-			return -1;
-	}
-	return 0;
-}
-
-static int dp_init(struct cu *s, struct mt_err *err)
-{
-	cudaError_t e;
-
-	s->g_cnt = calloc((size_t)s->dp * 2, sizeof(int64_t));
-	if (!s->g_cnt)
-		return mt_err_set(err, MT_EXIT_IO, "out of memory");
-	s->g_dsp = s->g_cnt + s->dp;
-	if (mt_nccl_open(&s->nccl, s->d, err))
-		return -1;
-	s->bev = calloc((size_t)s->plan.nb, sizeof(*s->bev));
-	if (!s->bev)
-		return mt_err_set(err, MT_EXIT_IO, "out of memory");
-	e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
-	for (int j = 0; j < s->plan.nb && e == cudaSuccess; j++)
-		e = cudaEventCreateWithFlags(&s->bev[j], cudaEventDisableTiming);
-	if (e == cudaSuccess)
-		e = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
-	if (e != cudaSuccess)
-		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
-	s->next = -1;
-	if (!s->o.quiet)
-		mt_info("cuda: %d data-parallel ranks over %s, %d gradient buckets (at least %lld elements each)%s", s->dp,
-			mt_nccl_version(s->nccl), s->plan.nb, (long long)(s->o.bucket_size > 0 ? s->o.bucket_size : MT_DDP_BUCKET_DEFAULT),
-			s->zero ? "; distributed optimizer: each rank keeps 1/N of the master weights and AdamW moments" : "");
-	return 0;
-}
-
 /* Whether every rank of group g has a GPU of its own (NCCL refuses two ranks of one
  * communicator on one GPU): the current device's UUID to every rank (collective over g);
  * *dev is this rank's device */
@@ -501,42 +416,6 @@ int mt_cu_group_gpus(struct mt_dist *g, const char *what, int *dev, int *distinc
 			*distinct = 0;
 	}
 	return 0;
-}
-
-/* in a pass: the gradients at offsets >= lo are complete; launch the buckets this
- * finishes (a no-op outside the step's last micro-batch) */
-static int grads_ready(struct cu *s, int64_t lo)
-{
-	struct mt_err *err = &s->derr;
-
-	if (s->next < 0 || s->dp < 2)
-		return 0;
-	while (s->next < s->plan.nb && s->plan.lo[s->next] >= lo) {
-		int j = s->next++;
-		int64_t n = s->plan.hi[j] - s->plan.lo[j], p = s->plan.piece[j];
-		float *g = s->g + s->plan.lo[j];
-		RT(cudaEventRecord(s->bev[j], 0));
-		RT(cudaStreamWaitEvent(s->comm, s->bev[j], 0));
-		if (!s->zero) {
-			if (mt_nccl_allreduce(s->nccl, g, n, MT_NCCL_F32, s->comm, err))
-				goto fail;
-			continue;
-		}
-		if (mt_nccl_group_start(s->nccl, err) ||
-		    (p && mt_nccl_reduce_scatter(s->nccl, g, p, MT_NCCL_F32, s->comm, err)) ||
-		    (n > s->dp * p && mt_nccl_allreduce(s->nccl, g + s->dp * p, n - s->dp * p, MT_NCCL_F32, s->comm, err)) ||
-		    mt_nccl_group_end(s->nccl, err))
-			goto fail;
-	}
-	if (s->next == s->plan.nb) {
-		RT(cudaEventRecord(s->done, s->comm));
-		s->next = -1;
-		s->pending = 1;
-	}
-	return 0;
-fail:
-	s->failed = 1;
-	return -1;
 }
 
 int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
@@ -649,7 +528,7 @@ int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_
 	if (s->hd != 8 && s->hd != 16 && s->hd != 32 && s->hd != 64 && s->hd != 128)
 		return mt_err_set(err, MT_EXIT_USAGE, "the CUDA backend supports head sizes 8, 16, 32, 64 and 128, not %lld",
 				  (long long)s->hd);
-	if (s->dp > 1 && dp_init(s, err))
+	if (s->dp > 1 && mt_cu_dp_init(s, err))
 		return -1;
 	if (mt_cu_tp_init(s, err))
 		return -1;
@@ -783,28 +662,6 @@ int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_
 	return 0;
 }
 
-/* ZeRO: the whole weights through the gradient buffer (free between steps): the compute
- * copy whole, the master weights' pieces from it; the moments' pieces */
-static int load_sharded(struct cu *s, const float *w, const float *m, const float *v, struct mt_err *err)
-{
-	size_t n = (size_t)s->t->total * sizeof(float);
-	cudaError_t e = cudaMemcpy(s->g, w, n, cudaMemcpyHostToDevice);
-
-	if (e == cudaSuccess && mt_convert_f32(s->dt, s->wc, s->g, s->t->total))
-		return mt_err_set(err, MT_EXIT_IO, "%s", mt_cuda_error());
-	if (e == cudaSuccess)
-		e = shard_copy(s, s->g, s->w, 1);
-	if (e == cudaSuccess)
-		e = m ? shard_copy(s, (float *)m, s->m, 1) : cudaMemset(s->m, 0, (size_t)s->plan.shard * 4);
-	if (e == cudaSuccess)
-		e = v ? shard_copy(s, (float *)v, s->v, 1) : cudaMemset(s->v, 0, (size_t)s->plan.shard * 4);
-	if (e == cudaSuccess)
-		e = cudaMemset(s->g, 0, n);
-	if (e != cudaSuccess)
-		return mt_err_set(err, MT_EXIT_IO, "copying the state to the GPU: %s", cudaGetErrorString(e));
-	return 0;
-}
-
 int mt_cu_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
 {
 	struct cu *s = b->state;
@@ -812,7 +669,7 @@ int mt_cu_load_state(struct mt_backend *b, const float *w, const float *m, const
 	cudaError_t e;
 
 	if (s->zero)
-		return load_sharded(s, w, m, v, err);
+		return mt_cu_load_sharded(s, w, m, v, err);
 	e = cudaMemcpy(s->w, w, n, cudaMemcpyHostToDevice);
 
 	if (e == cudaSuccess && s->m)
@@ -838,10 +695,10 @@ int mt_cu_save_state(struct mt_backend *b, float *w, float *m, float *v, struct 
 		for (int i = 0; i < 3; i++) {
 			if (!bufs[i])
 				continue;
-			e = shard_copy(s, bufs[i], dev[i], 0);
+			e = mt_cu_shard_copy(s, bufs[i], dev[i], 0);
 			if (e != cudaSuccess)
 				return mt_err_set(err, MT_EXIT_IO, "copying the state from the GPU: %s", cudaGetErrorString(e));
-			if (shard_gather(s, bufs[i], err))
+			if (mt_cu_shard_gather(s, bufs[i], err))
 				return -1;
 		}
 		return 0;
@@ -1105,7 +962,7 @@ static int64_t group_tokens(struct cu *s, const int32_t *tokens)
 
 static int ready(struct cu *s, int64_t lo)
 {
-	return mt_cu_tp_grads_ready(s, lo) || grads_ready(s, lo) ? -1 : 0;
+	return mt_cu_tp_grads_ready(s, lo) || mt_cu_grads_ready(s, lo) ? -1 : 0;
 }
 
 /* tokens and targets (targets may be NULL) onto the device, s->tok and s->tgt, through
@@ -1420,30 +1277,13 @@ static void scaler_update(struct cu *s, int found_inf)
 }
 
 /* the backend failed earlier (a pass, a launch): its message as the caller's error */
-static int failed_err(struct cu *s, struct mt_err *err)
+int mt_cu_failed_err(struct cu *s, struct mt_err *err)
 {
 	if (s->derr.msg[0]) {
 		*err = s->derr;
 		return -1;
 	}
 	return mt_err_set(err, MT_EXIT_IO, "CUDA backend: %s", mt_cuda_error());
-}
-
-/* the step's gradient reduction, waited for against the timeout (the loop's heartbeat
- * before it has named a rank that did not finish its backward pass) */
-static int reduce_wait(struct cu *s, int64_t step, struct mt_err *err)
-{
-	if (!s->pending)
-		return mt_err_set(err, MT_EXIT_IO, "no gradient reduction was started at step %lld (no last micro-batch)",
-				  (long long)step);
-	s->pending = 0;
-	if (mt_nccl_wait(s->nccl, s->done, s->zero ? "the gradient reduce-scatter" : "the gradient all-reduce", step, err)) {
-		s->failed = 1;
-		return -1;
-	}
-	if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
-		return failed_err(s, err);
-	return 0;
 }
 
 /* ---- the pipeline's transport over NCCL (pipeline.h) ----
@@ -1910,7 +1750,7 @@ static int stage_reduce(struct cu *s)
 			return -1;
 		}
 		s->next = 0;
-		if (grads_ready(s, 0))
+		if (mt_cu_grads_ready(s, 0))
 			return -1;
 	}
 	return 0;
@@ -1924,19 +1764,19 @@ int mt_cu_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err
 	const struct mt_param *p = mt_params_get(s->t, -1, MT_P_WORD_EMB);
 
 	if (s->failed)
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	if (!p)
 		return mt_err_set(err, MT_EXIT_USAGE, "tied embeddings: no word embedding on this stage");
 	if (!s->h_emb && !(s->h_emb = malloc((size_t)p->numel * sizeof(float))))
 		return mt_err_set(err, MT_EXIT_IO, "out of memory for the embedding's gradient");
 	if (mt_cu_rt_check(s, cudaMemcpy(s->h_emb, s->g + p->offset, (size_t)p->numel * 4, cudaMemcpyDeviceToHost),
 		     "cudaMemcpy", __FILE__, __LINE__))
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	if (emb->allreduce(emb->ctx, s->h_emb, p->numel))
 		return mt_err_set(err, MT_EXIT_IO, "the tied embedding's gradient sum failed");
 	if (mt_cu_rt_check(s, cudaMemcpy(s->g + p->offset, s->h_emb, (size_t)p->numel * 4, cudaMemcpyHostToDevice),
 		     "cudaMemcpy", __FILE__, __LINE__))
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	return 0;
 }
 
@@ -1955,13 +1795,13 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 	*norm = 0;
 	*nonfinite = 1;
 	if (s->failed || grads_settle(s))
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	if (s->stage && stage_reduce(s))
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	if (s->dp > 1) {
 		/* the part of the reduction the backward pass did not hide */
 		double t0 = b->timers ? mt_now() : 0;
-		if (reduce_wait(s, b->step, err))
+		if (mt_cu_reduce_wait(s, b->step, err))
 			return -1;
 		mt_timer_add(b->timers, MT_T_ALL_GRADS_SYNC, t0);
 	}
@@ -1971,13 +1811,13 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 		s->tp_pending = 0;
 		if (s->dp < 2) {
 			if (mt_cu_rt_check(s, cudaEventRecord(s->tpev, s->comm), "cudaEventRecord", __FILE__, __LINE__))
-				return failed_err(s, err);
+				return mt_cu_failed_err(s, err);
 			if (mt_nccl_wait(s->tpnccl, s->tpev, "the sequence-parallel gradient all-reduce", b->step, err)) {
 				s->failed = 1;
 				return -1;
 			}
 			if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->tpev, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
-				return failed_err(s, err);
+				return mt_cu_failed_err(s, err);
 		}
 	} else if (s->tpn > 1 && !s->tpnccl) {
 		/* sequence parallelism left the replicas' gradients partial on each rank
@@ -1988,32 +1828,32 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 				continue;
 			if (mt_cu_rt_check(s, cudaMemcpy(s->h_a, s->g + q->offset, (size_t)q->numel * 4, cudaMemcpyDeviceToHost),
 				     "cudaMemcpy", __FILE__, __LINE__))
-				return failed_err(s, err);
+				return mt_cu_failed_err(s, err);
 			if (s->tp->allreduce(s->tp->ctx, s->h_a, q->numel)) {
 				mt_cu_tp_failed(s);
-				return failed_err(s, err);
+				return mt_cu_failed_err(s, err);
 			}
 			if (mt_cu_rt_check(s, cudaMemcpy(s->g + q->offset, s->h_a, (size_t)q->numel * 4, cudaMemcpyHostToDevice),
 				     "cudaMemcpy", __FILE__, __LINE__))
-				return failed_err(s, err);
+				return mt_cu_failed_err(s, err);
 		}
 	}
 	mt_cu_prof_mark(s, P_OPTIM);
 	if ((n1 && mt_grad_sumsq_dev(s->chunks, n1, s->g, sc, s->partial, s->sumsq)) ||
 	    (n2 && mt_grad_sumsq_dev((const struct mt_chunk *)s->chunks + n1, n2, s->g, sc, s->partial + n1, s->sumsq + 1))) {
 		mt_cu_fail(s);
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	}
 	mt_cu_prof_mark(s, P_OPTIM);
 	if (mt_cu_rt_check(s, cudaMemcpy(part, s->sumsq, sizeof(part), cudaMemcpyDeviceToHost), "cudaMemcpy", __FILE__, __LINE__))
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	sq = (n1 ? part[0] : 0) + (n2 && s->me == 0 ? part[1] : 0);
 	if (s->chunk_norm) {
 		/* each chunk's sum in chunk order, as the device adds them, without the
 		 * replicas another tensor-parallel rank counts (ZeRO: the leftovers on rank 0) */
 		if (mt_cu_rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)(n1 + n2) * sizeof(double),
 					   cudaMemcpyDeviceToHost), "cudaMemcpy", __FILE__, __LINE__))
-			return failed_err(s, err);
+			return mt_cu_failed_err(s, err);
 		sq = 0;
 		for (int64_t i = 0; i < n1 + n2; i++)
 			if (s->chunk_norm[i] && (i < n1 || s->me == 0))
@@ -2027,7 +1867,7 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 	}
 	if (mt_tp_on(mp) && mp->allreduce_f64(mp->ctx, &sq, 1, 0)) {
 		mt_cu_tp_failed(s);
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	}
 	if (!isfinite(sq)) {
 		int dynamic = s->o.precision == MT_PREC_FP16 && !(s->o.loss_scale > 0);
@@ -2048,34 +1888,6 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 	return 0;
 }
 
-/* ZeRO: every rank's updated pieces of the compute copy to every rank */
-static int gather_params(struct cu *s, int64_t step, struct mt_err *err)
-{
-	enum mt_nccl_type nt = ntype(s->dt);
-
-	if (mt_cu_rt_check(s, cudaEventRecord(s->bev[0], 0), "cudaEventRecord", __FILE__, __LINE__) ||
-	    mt_cu_rt_check(s, cudaStreamWaitEvent(s->comm, s->bev[0], 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
-		return failed_err(s, err);
-	if (mt_nccl_group_start(s->nccl, err))
-		goto fail;
-	for (int j = 0; j < s->plan.nb; j++)
-		if (s->plan.piece[j] &&
-		    mt_nccl_allgather(s->nccl, (char *)s->wc + (size_t)s->plan.lo[j] * s->es, s->plan.piece[j], nt, s->comm, err))
-			goto fail;
-	if (mt_nccl_group_end(s->nccl, err))
-		goto fail;
-	if (mt_cu_rt_check(s, cudaEventRecord(s->done, s->comm), "cudaEventRecord", __FILE__, __LINE__))
-		return failed_err(s, err);
-	if (mt_nccl_wait(s->nccl, s->done, "the parameter all-gather", step, err))
-		goto fail;
-	if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->done, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
-		return failed_err(s, err);
-	return 0;
-fail:
-	s->failed = 1;
-	return -1;
-}
-
 int mt_cu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err)
 {
 	struct cu *s = b->state;
@@ -2093,19 +1905,19 @@ int mt_cu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct
 	k.eps = c.eps;
 	k.neg_step_size = c.neg_step_size;
 	if (s->failed)
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	mt_cu_prof_mark(s, P_OPTIM);
 	if (mt_adamw_apply(s->chunks, s->nchunks, &k, s->gclip, s->w, s->g, s->m, s->v, s->dt,
 			   s->wc == (void *)s->w ? NULL : s->wc)) {
 		mt_cu_fail(s);
-		return failed_err(s, err);
+		return mt_cu_failed_err(s, err);
 	}
 	mt_cu_prof_mark(s, P_OPTIM);
 	if (b->timers && mt_cu_rt_check(s, cudaStreamSynchronize(0), "cudaStreamSynchronize", __FILE__, __LINE__))
-		return failed_err(s, err); /* timed: the update done before the clock stops */
+		return mt_cu_failed_err(s, err); /* timed: the update done before the clock stops */
 	if (s->zero) {
 		double t0 = b->timers ? mt_now() : 0;
-		if (gather_params(s, b->step, err))
+		if (mt_cu_gather_params(s, b->step, err))
 			return -1;
 		mt_timer_add(b->timers, MT_T_PARAMS_ALL_GATHER, t0);
 	}
