@@ -3,7 +3,8 @@
  * (K, KP: a kernel launcher's error, KP timing it under MT_CUDA_PROFILE; RT: a CUDA
  * runtime call's, with the caller's file and line); the small accessors of the flat
  * buffers; and the functions one file defines for the others, by file. The files, one
- * concept each: plan.c, data_parallel.c, tensor_parallel.c, pipeline_parallel.c. */
+ * concept each: plan.c, data_parallel.c, tensor_parallel.c, pipeline_parallel.c,
+ * optimizer.c. */
 #ifndef MT_BACKEND_CUDA_CU_H
 #define MT_BACKEND_CUDA_CU_H
 
@@ -199,17 +200,16 @@ static inline enum mt_nccl_type ntype(enum mt_dtype dt)
 
 /* plan.c: the state, memory, errors, profiling */
 void mt_cu_prof_mark(struct cu *s, int cat);
+void mt_cu_prof_collect(struct cu *s);
 int mt_cu_fail(struct cu *s);
 int mt_cu_rt_check(struct cu *s, cudaError_t e, const char *what, const char *file, int line);
+int mt_cu_overwritten(const struct cu *s, const struct mt_param *p);
 size_t mt_cu_carve_pslot(struct cu *s, struct carve *k, struct pslot *x, int first, int last);
 void mt_cu_free(struct mt_backend *b);
 double mt_cu_gib(size_t n);
 int mt_cu_group_gpus(struct mt_dist *g, const char *what, int *dev, int *distinct, struct mt_err *err);
 int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
 	       struct mt_err *err);
-int mt_cu_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err);
-int mt_cu_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err);
-void mt_cu_zero_grad(struct mt_backend *b);
 int mt_cu_layer_fwd(struct cu *s, int l, struct slot *sl);
 int mt_cu_layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave);
 int mt_cu_layer_w(struct cu *s, int l, struct slot *sl, void *const *dsave);
@@ -223,12 +223,7 @@ int mt_cu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, 
 		     int real_vocab, struct mt_score_row *out, struct mt_err *err);
 double mt_cu_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward);
 int mt_cu_failed_err(struct cu *s, struct mt_err *err);
-int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
-		       struct mt_err *err);
-int mt_cu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err);
-int mt_cu_get_grad(struct mt_backend *b, float *g, struct mt_err *err);
 size_t mt_cu_bytes(const struct mt_backend *b);
-double mt_cu_loss_scale(const struct mt_backend *b);
 
 /* data_parallel.c: gradient buckets, ZeRO shards */
 cudaError_t mt_cu_shard_copy(struct cu *s, float *whole, float *shard, int to_shard);
@@ -264,5 +259,15 @@ int mt_cu_stage_backward(struct mt_backend *b, int chunk, int slot, const void *
 int mt_cu_stage_weight(struct mt_backend *b, int chunk, int slot);
 int mt_cu_stage_reduce(struct cu *s);
 int mt_cu_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err *err);
+
+/* optimizer.c: state in and out, the step */
+int mt_cu_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err);
+int mt_cu_save_state(struct mt_backend *b, float *w, float *m, float *v, struct mt_err *err);
+void mt_cu_zero_grad(struct mt_backend *b);
+int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
+		       struct mt_err *err);
+int mt_cu_adamw_step(struct mt_backend *b, struct mt_adamw *o, double lr, struct mt_err *err);
+int mt_cu_get_grad(struct mt_backend *b, float *g, struct mt_err *err);
+double mt_cu_loss_scale(const struct mt_backend *b);
 
 #endif
