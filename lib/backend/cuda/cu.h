@@ -3,8 +3,8 @@
  * (K, KP: a kernel launcher's error, KP timing it under MT_CUDA_PROFILE; RT: a CUDA
  * runtime call's, with the caller's file and line); the small accessors of the flat
  * buffers; and the functions one file defines for the others, by file. The files, one
- * concept each: plan.c, data_parallel.c, tensor_parallel.c, pipeline_parallel.c,
- * optimizer.c. */
+ * concept each: plan.c, passes.c, data_parallel.c, tensor_parallel.c,
+ * pipeline_parallel.c, optimizer.c. */
 #ifndef MT_BACKEND_CUDA_CU_H
 #define MT_BACKEND_CUDA_CU_H
 
@@ -210,6 +210,11 @@ double mt_cu_gib(size_t n);
 int mt_cu_group_gpus(struct mt_dist *g, const char *what, int *dev, int *distinct, struct mt_err *err);
 int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
 	       struct mt_err *err);
+int mt_cu_failed_err(struct cu *s, struct mt_err *err);
+size_t mt_cu_bytes(const struct mt_backend *b);
+
+/* passes.c: the forward and backward passes */
+int mt_cu_qkv_bias_fused(const struct cu *s);
 int mt_cu_layer_fwd(struct cu *s, int l, struct slot *sl);
 int mt_cu_layer_bwd(struct cu *s, int l, struct slot *sl, void *const *dsave);
 int mt_cu_layer_w(struct cu *s, int l, struct slot *sl, void *const *dsave);
@@ -222,8 +227,6 @@ int mt_cu_loss_out(struct cu *s, int64_t count, double *loss);
 int mt_cu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
 		     int real_vocab, struct mt_score_row *out, struct mt_err *err);
 double mt_cu_step_micro(struct mt_backend *b, const int32_t *tokens, const int32_t *targets, int backward);
-int mt_cu_failed_err(struct cu *s, struct mt_err *err);
-size_t mt_cu_bytes(const struct mt_backend *b);
 
 /* data_parallel.c: gradient buckets, ZeRO shards */
 cudaError_t mt_cu_shard_copy(struct cu *s, float *whole, float *shard, int to_shard);
