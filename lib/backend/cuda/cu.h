@@ -4,7 +4,7 @@
  * runtime call's, with the caller's file and line); the small accessors of the flat
  * buffers; and the functions one file defines for the others, by file. The files, one
  * concept each: plan.c, passes.c, data_parallel.c, tensor_parallel.c,
- * pipeline_parallel.c, optimizer.c. */
+ * pipeline_parallel.c, optimizer.c, ops.c. */
 #ifndef MT_BACKEND_CUDA_CU_H
 #define MT_BACKEND_CUDA_CU_H
 
