@@ -18,7 +18,7 @@ int mt_backend_cuda_usable(void)
 #include <math.h>
 
 static int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_params *t, int micro_batch,
-		     struct mt_err *err)
+		      struct mt_err *err)
 {
 	(void)b, (void)c, (void)t, (void)micro_batch;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend (nvcc was not found): use --device cpu");
@@ -41,7 +41,7 @@ static double mt_cu_step_micro(struct mt_backend *b, const int32_t *tokens, cons
 	return 0;
 }
 static int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, double *norm, int *nonfinite,
-			     struct mt_err *err)
+			      struct mt_err *err)
 {
 	(void)b, (void)scale, (void)max_norm;
 	*norm = 0;
@@ -69,7 +69,7 @@ static double mt_cu_loss_scale(const struct mt_backend *b)
 	return 1.0;
 }
 static int mt_cu_score_rows(struct mt_backend *b, int64_t rows, const int32_t *tokens, const int32_t *targets,
-			   int real_vocab, struct mt_score_row *out, struct mt_err *err)
+			    int real_vocab, struct mt_score_row *out, struct mt_err *err)
 {
 	(void)b, (void)rows, (void)tokens, (void)targets, (void)real_vocab, (void)out;
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
@@ -79,7 +79,7 @@ int mt_backend_cuda_usable(void)
 	return 0;
 }
 static double mt_cu_stage_forward(struct mt_backend *b, int chunk, int slot, const int32_t *tokens,
-				 const int32_t *targets, const void *in, void *out, int64_t *ntargets)
+				  const int32_t *targets, const void *in, void *out, int64_t *ntargets)
 {
 	(void)b, (void)chunk, (void)slot, (void)tokens, (void)targets, (void)in, (void)out;
 	*ntargets = 0;
@@ -101,7 +101,7 @@ static int mt_cu_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct
 	return mt_err_set(err, MT_EXIT_USAGE, "this build has no CUDA backend");
 }
 static int mt_cu_pp_transport(struct mt_backend *b, struct mt_dist *g, const struct mt_pp_transport **out,
-			     size_t *elem_bytes, struct mt_err *err)
+			      size_t *elem_bytes, struct mt_err *err)
 {
 	(void)b, (void)g, (void)err;
 	*out = NULL;

@@ -170,14 +170,14 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 			if (!q->tp_grad_reduce)
 				continue;
 			if (mt_cu_rt_check(s, cudaMemcpy(s->h_a, s->g + q->offset, (size_t)q->numel * 4, cudaMemcpyDeviceToHost),
-				     "cudaMemcpy", __FILE__, __LINE__))
+					   "cudaMemcpy", __FILE__, __LINE__))
 				return mt_cu_failed_err(s, err);
 			if (s->tp->allreduce(s->tp->ctx, s->h_a, q->numel)) {
 				mt_cu_tp_failed(s);
 				return mt_cu_failed_err(s, err);
 			}
 			if (mt_cu_rt_check(s, cudaMemcpy(s->g + q->offset, s->h_a, (size_t)q->numel * 4, cudaMemcpyHostToDevice),
-				     "cudaMemcpy", __FILE__, __LINE__))
+					   "cudaMemcpy", __FILE__, __LINE__))
 				return mt_cu_failed_err(s, err);
 		}
 	}
@@ -195,7 +195,7 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 		/* each chunk's sum in chunk order, as the device adds them, without the
 		 * replicas another tensor-parallel rank counts (ZeRO: the leftovers on rank 0) */
 		if (mt_cu_rt_check(s, cudaMemcpy(s->h_partial, s->partial, (size_t)(n1 + n2) * sizeof(double),
-					   cudaMemcpyDeviceToHost), "cudaMemcpy", __FILE__, __LINE__))
+						 cudaMemcpyDeviceToHost), "cudaMemcpy", __FILE__, __LINE__))
 			return mt_cu_failed_err(s, err);
 		sq = 0;
 		for (int64_t i = 0; i < n1 + n2; i++)

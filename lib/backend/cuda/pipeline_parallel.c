@@ -502,12 +502,12 @@ int mt_cu_tie_grads(struct mt_backend *b, const struct mt_tp *emb, struct mt_err
 	if (!s->h_emb && !(s->h_emb = malloc((size_t)p->numel * sizeof(float))))
 		return mt_err_set(err, MT_EXIT_IO, "out of memory for the embedding's gradient");
 	if (mt_cu_rt_check(s, cudaMemcpy(s->h_emb, s->g + p->offset, (size_t)p->numel * 4, cudaMemcpyDeviceToHost),
-		     "cudaMemcpy", __FILE__, __LINE__))
+			   "cudaMemcpy", __FILE__, __LINE__))
 		return mt_cu_failed_err(s, err);
 	if (emb->allreduce(emb->ctx, s->h_emb, p->numel))
 		return mt_err_set(err, MT_EXIT_IO, "the tied embedding's gradient sum failed");
 	if (mt_cu_rt_check(s, cudaMemcpy(s->g + p->offset, s->h_emb, (size_t)p->numel * 4, cudaMemcpyHostToDevice),
-		     "cudaMemcpy", __FILE__, __LINE__))
+			   "cudaMemcpy", __FILE__, __LINE__))
 		return mt_cu_failed_err(s, err);
 	return 0;
 }

@@ -204,7 +204,7 @@ void *mt_cu_tp_gather(struct cu *s, void *rows, int64_t w)
 		return rows;
 	if (s->tpnccl) {
 		if (mt_cu_rt_check(s, cudaMemcpyAsync(row(s, s->full, s->r0, w), rows, (size_t)(s->Nr * w) * s->es,
-						cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync", __FILE__, __LINE__))
+						      cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync", __FILE__, __LINE__))
 			return NULL;
 		if (mt_nccl_allgather(s->tpnccl, s->full, s->Nr * w, ntype(s->dt), 0, &s->derr)) {
 			mt_cu_tp_failed(s);
