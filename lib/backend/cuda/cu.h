@@ -17,6 +17,7 @@
 #include "parallel/ddpplan.h"
 #include "parallel/ncclcomm.h"
 
+/* one layer's activations kept for its backward pass */
 struct slot {
 	void *ln1, *qkv, *atty, *mid, *ln2, *fc1, *act;
 	float *ln1s, *ln2s, *lse;
@@ -135,22 +136,25 @@ struct cu {
 	int dres_summed;
 };
 
+/* The checks of the code that has a struct cu *s in scope and returns int: K(call) a
+ * kernel launcher's (nonzero: the backend fails with mt_cuda_error's message), KP(cat,
+ * call) the same timed under MT_CUDA_PROFILE as a call of kind cat, and RT(call) a CUDA
+ * runtime call's, reported with the caller's file and line (mt_cu_rt_check) */
 #define K(call) KP(-1, call)
-
-/* a kernel call of a profiled kind */
 #define KP(cat, call)                                                                              \
 	do {                                                                                       \
 		int c_ = (cat);                                                                    \
 		if (c_ >= 0)                                                                       \
-			mt_cu_prof_mark(s, c_);                                                          \
+			mt_cu_prof_mark(s, c_);                                                    \
 		if ((call))                                                                        \
-			return mt_cu_fail(s);                                                       \
+			return mt_cu_fail(s);                                                      \
 		if (c_ >= 0)                                                                       \
-			mt_cu_prof_mark(s, c_);                                                          \
+			mt_cu_prof_mark(s, c_);                                                    \
 	} while (0)
-
 #define RT(call) do { if (mt_cu_rt_check(s, (call), #call, __FILE__, __LINE__)) return -1; } while (0)
 
+/* a parameter's compute copy and its gradient (NULL: the model has no such parameter),
+ * and row r of a [rows][width] buffer of the compute type */
 static inline void *wp(struct cu *s, int layer, enum mt_param_kind k)
 {
 	const struct mt_param *p = mt_params_get(s->t, layer, k);
@@ -168,6 +172,7 @@ static inline void *row(struct cu *s, void *base, int64_t r, int64_t width)
 	return (char *)base + (size_t)(r * width) * s->es;
 }
 
+/* the plan: views carved out of one allocation per category (plan.c) */
 struct carve {
 	char *base;
 	size_t off;
@@ -193,6 +198,7 @@ struct pslot {
 	int nl;
 };
 
+/* the compute type's NCCL element type */
 static inline enum mt_nccl_type ntype(enum mt_dtype dt)
 {
 	return dt == MT_BF16 ? MT_NCCL_BF16 : dt == MT_F16 ? MT_NCCL_F16 : MT_NCCL_F32;
