@@ -257,6 +257,7 @@ void *mt_cu_ln_rows(struct cu *s, void *buf);
 void *mt_cu_ln_whole(struct cu *s, void *buf);
 void *mt_cu_ln_kept(struct cu *s, void *buf);
 int mt_cu_tp_grads_ready(struct cu *s, int64_t lo);
+int mt_cu_tp_grads_wait(struct cu *s, int64_t step, struct mt_err *err);
 
 /* pipeline_parallel.c: stages and their transport */
 void mt_cu_ppx_close(struct cu *s);

@@ -20,7 +20,6 @@
 #include "backend/cuda/cu.h"
 #include "base/log.h"
 #include "base/timers.h"
-#include "parallel/ncclcomm.h"
 
 int mt_cu_load_state(struct mt_backend *b, const float *w, const float *m, const float *v, struct mt_err *err)
 {
@@ -148,39 +147,8 @@ int mt_cu_grad_prepare(struct mt_backend *b, float scale, double max_norm, doubl
 			return -1;
 		mt_timer_add(b->timers, MT_T_ALL_GRADS_SYNC, t0);
 	}
-	if (s->tpnccl && s->tp_pending) {
-		/* the replicas' sums launched under the backward pass (with data parallelism
-		 * reduce_wait has waited for the same stream) */
-		s->tp_pending = 0;
-		if (s->dp < 2) {
-			if (mt_cu_rt_check(s, cudaEventRecord(s->tpev, s->comm), "cudaEventRecord", __FILE__, __LINE__))
-				return mt_cu_failed_err(s, err);
-			if (mt_nccl_wait(s->tpnccl, s->tpev, "the sequence-parallel gradient all-reduce", b->step, err)) {
-				s->failed = 1;
-				return -1;
-			}
-			if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->tpev, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
-				return mt_cu_failed_err(s, err);
-		}
-	} else if (s->tpn > 1 && !s->tpnccl) {
-		/* sequence parallelism left the replicas' gradients partial on each rank
-		 * (params.h tp_grad_reduce): summed over the group, once a step */
-		for (int i = 0; i < s->t->n; i++) {
-			const struct mt_param *q = &s->t->p[i];
-			if (!q->tp_grad_reduce)
-				continue;
-			if (mt_cu_rt_check(s, cudaMemcpy(s->h_a, s->g + q->offset, (size_t)q->numel * 4, cudaMemcpyDeviceToHost),
-					   "cudaMemcpy", __FILE__, __LINE__))
-				return mt_cu_failed_err(s, err);
-			if (s->tp->allreduce(s->tp->ctx, s->h_a, q->numel)) {
-				mt_cu_tp_failed(s);
-				return mt_cu_failed_err(s, err);
-			}
-			if (mt_cu_rt_check(s, cudaMemcpy(s->g + q->offset, s->h_a, (size_t)q->numel * 4, cudaMemcpyHostToDevice),
-					   "cudaMemcpy", __FILE__, __LINE__))
-				return mt_cu_failed_err(s, err);
-		}
-	}
+	if (mt_cu_tp_grads_wait(s, b->step, err))
+		return -1;
 	mt_cu_prof_mark(s, P_OPTIM);
 	if ((n1 && mt_grad_sumsq_dev(s->chunks, n1, s->g, sc, s->partial, s->sumsq)) ||
 	    (n2 && mt_grad_sumsq_dev((const struct mt_chunk *)s->chunks + n1, n2, s->g, sc, s->partial + n1, s->sumsq + 1))) {

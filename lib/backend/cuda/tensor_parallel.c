@@ -4,8 +4,8 @@
  * call: the partial sums of the row-parallel layers reduced (an all-reduce, or with
  * sequence parallelism a reduce-scatter; tp_reduce_begin overlaps one with a weight
  * gradient), the sequence shard's rows gathered (tp_gather, and for the norms' outputs
- * ln_*), and the sequence-parallel replicas' gradient sums under the backward pass. Not
- * here: where the passes call them (passes.c), the host-side operations
+ * ln_*), and the sequence-parallel replicas' gradient sums, under the backward pass
+ * and waited for before the gradient norm (tp_grads_wait). Not here: where the passes call them (passes.c), the host-side operations
  * (parallel/tpcomm.c), the norm over the group (optimizer.c).
  *
  * The dimensions in struct cu are this rank's (heads, groups, ffn columns, vocabulary
@@ -264,6 +264,46 @@ int mt_cu_tp_grads_ready(struct cu *s, int64_t lo)
 	}
 	s->tp_done = lo;
 	s->tp_pending = 1;
+	return 0;
+}
+
+/* grad_prepare's wait for the sequence-parallel replicas' gradient sums: over NCCL those
+ * the backward pass launched, or through host memory the sums themselves, once a step */
+int mt_cu_tp_grads_wait(struct cu *s, int64_t step, struct mt_err *err)
+{
+	if (s->tpnccl && s->tp_pending) {
+		/* the replicas' sums launched under the backward pass (with data parallelism
+		 * reduce_wait has waited for the same stream) */
+		s->tp_pending = 0;
+		if (s->dp < 2) {
+			if (mt_cu_rt_check(s, cudaEventRecord(s->tpev, s->comm), "cudaEventRecord", __FILE__, __LINE__))
+				return mt_cu_failed_err(s, err);
+			if (mt_nccl_wait(s->tpnccl, s->tpev, "the sequence-parallel gradient all-reduce", step, err)) {
+				s->failed = 1;
+				return -1;
+			}
+			if (mt_cu_rt_check(s, cudaStreamWaitEvent(0, s->tpev, 0), "cudaStreamWaitEvent", __FILE__, __LINE__))
+				return mt_cu_failed_err(s, err);
+		}
+	} else if (s->tpn > 1 && !s->tpnccl) {
+		/* sequence parallelism left the replicas' gradients partial on each rank
+		 * (params.h tp_grad_reduce): summed over the group, once a step */
+		for (int i = 0; i < s->t->n; i++) {
+			const struct mt_param *q = &s->t->p[i];
+			if (!q->tp_grad_reduce)
+				continue;
+			if (mt_cu_rt_check(s, cudaMemcpy(s->h_a, s->g + q->offset, (size_t)q->numel * 4, cudaMemcpyDeviceToHost),
+					   "cudaMemcpy", __FILE__, __LINE__))
+				return mt_cu_failed_err(s, err);
+			if (s->tp->allreduce(s->tp->ctx, s->h_a, q->numel)) {
+				mt_cu_tp_failed(s);
+				return mt_cu_failed_err(s, err);
+			}
+			if (mt_cu_rt_check(s, cudaMemcpy(s->g + q->offset, s->h_a, (size_t)q->numel * 4, cudaMemcpyHostToDevice),
+					   "cudaMemcpy", __FILE__, __LINE__))
+				return mt_cu_failed_err(s, err);
+		}
+	}
 	return 0;
 }
 
