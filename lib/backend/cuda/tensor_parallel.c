@@ -5,8 +5,9 @@
  * sequence parallelism a reduce-scatter; tp_reduce_begin overlaps one with a weight
  * gradient), the sequence shard's rows gathered (tp_gather, and for the norms' outputs
  * ln_*), and the sequence-parallel replicas' gradient sums, under the backward pass
- * and waited for before the gradient norm (tp_grads_wait). Not here: where the passes call them (passes.c), the host-side operations
- * (parallel/tpcomm.c), the norm over the group (optimizer.c).
+ * and waited for before the gradient norm (tp_grads_wait). Not here: where the passes
+ * call them (passes.c), the host-side operations (parallel/tpcomm.c), the norm over the
+ * group (optimizer.c).
  *
  * The dimensions in struct cu are this rank's (heads, groups, ffn columns, vocabulary
  * rows); the residual stream has Nr rows from r0 (all N without sequence parallelism). */
