@@ -6,7 +6,8 @@
  * asks for the loss with or without the backward pass, lets it prepare the gradients
  * (average over micro-batches, global norm, non-finite check, clipping) and take the
  * AdamW step, and copies the state in and out for checkpoints. backend_cpu.c is the
- * reference (fp32, OpenBLAS, OpenMP); the CUDA backend implements the same table. */
+ * reference (fp32, OpenBLAS, OpenMP); the CUDA backend (cuda/, a file a
+ * concept: ops.c holds its table) implements the same table. */
 #ifndef MT_BACKEND_H
 #define MT_BACKEND_H
 
