@@ -1,4 +1,4 @@
-/* Unit tests for the CUDA backend (kernels/ and lib/backend/backend_cuda.c), on a GPU only:
+/* Unit tests for the CUDA backend (kernels/ and lib/backend/cuda/), on a GPU only:
  * without one (or in a build without CUDA) every case is reported skipped.
  *
  * Kernels: each against a CPU reference in double on random inputs, rounded to the
