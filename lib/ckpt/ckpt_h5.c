@@ -806,3 +806,90 @@ int mt_ckpt_read_i64v(hid_t d, const char *name, int nd, int64_t *v)
 }
 
 const char *const mt_ckpt_group_path[H5_GROUPS] = { "model", "optimizer/exp_avg", "optimizer/exp_avg_sq" };
+
+/* ---- one walk of a file's groups ------------------------------------------------------------
+ * Every link of the tree under a group, depth first: its path, then the checks every reader
+ * relies on (a hard link, no more than MT_CKPT_WALK_MAX_OBJECTS in all, groups no deeper
+ * than MT_CKPT_WALK_DEPTH), then the visitor on each dataset. The structure check walks in
+ * HDF5's order of names; inspect and verify in the order the writer made the links (where
+ * it tracked it, else by name) so that they list tensors in the table's order. */
+
+static int walk_group(struct mt_ckpt_visit *v, hid_t g);
+
+static herr_t walk_link(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+	struct mt_ckpt_visit *v = data;
+	size_t len = strlen(v->path);
+	H5O_info_t oi;
+	hid_t o;
+	int rc = 0;
+
+	v->links++;
+	if ((size_t)snprintf(v->path + len, sizeof(v->path) - len, "%s%s", len ? "/" : "", name) >= sizeof(v->path) - len) {
+		mt_err_set(v->err, MT_EXIT_DATA, "checkpoint '%s': a link name is too long", v->file);
+		v->failed = 1;
+		return -1;
+	}
+	if (info->type != H5L_TYPE_HARD) {
+		mt_err_set(v->err, MT_EXIT_DATA, "checkpoint '%s': '/%s' is %s link, which mt refuses (a checkpoint reads nothing outside itself)",
+			   v->file, v->path, info->type == H5L_TYPE_EXTERNAL ? "an external" : info->type == H5L_TYPE_SOFT ? "a soft" : "a user-defined");
+		v->failed = 1;
+		return -1;
+	}
+	if (++v->objects > MT_CKPT_WALK_MAX_OBJECTS) {
+		mt_err_set(v->err, MT_EXIT_DATA, "checkpoint '%s': more than %d objects", v->file, MT_CKPT_WALK_MAX_OBJECTS);
+		v->failed = 1;
+		return -1;
+	}
+	if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || (o = H5Oopen(g, name, H5P_DEFAULT)) < 0) {
+		mt_ckpt_h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': cannot open '/%s'", v->file, v->path);
+		v->failed = 1;
+		return -1;
+	}
+	if (oi.type == H5O_TYPE_GROUP)
+		rc = walk_group(v, o) ? -1 : 0;
+	else if (oi.type == H5O_TYPE_DATASET && v->dataset(v, o))
+		rc = -1, v->failed = 1;
+	mt_ckpt_h5_close(&o);
+	v->path[len] = '\0';
+	return rc;
+}
+
+static int walk_group(struct mt_ckpt_visit *v, hid_t g)
+{
+	hsize_t idx = 0;
+	int64_t before = v->links;
+	int rc;
+
+	if (v->level >= MT_CKPT_WALK_DEPTH) {
+		v->failed = 1;
+		return mt_err_set(v->err, MT_EXIT_DATA, "checkpoint '%s': groups nested deeper than %d at '/%s'", v->file,
+				  MT_CKPT_WALK_DEPTH, v->path);
+	}
+	v->level++;
+	if (!v->by_creation) {
+		rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, walk_link, v) < 0 ? -1 : 0;
+	} else {
+		rc = H5Literate(g, H5_INDEX_CRT_ORDER, H5_ITER_INC, &idx, walk_link, v) < 0 ? -1 : 0;
+		if (rc && !v->failed && v->links == before) {
+			/* the writer did not track the order of its links: by name */
+			mt_ckpt_h5_clear();
+			idx = 0;
+			rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, walk_link, v) < 0 ? -1 : 0;
+		}
+	}
+	v->level--;
+	if (rc && !v->failed) {
+		v->failed = 1;
+		return mt_ckpt_h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '/%s'", v->file, v->path);
+	}
+	return rc;
+}
+
+int mt_ckpt_h5_walk(struct mt_ckpt_visit *v, hid_t g)
+{
+	v->path[0] = '\0';
+	v->objects = v->links = 0;
+	v->level = v->failed = 0;
+	return walk_group(v, g);
+}

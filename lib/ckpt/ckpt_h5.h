@@ -102,6 +102,27 @@ void mt_ckpt_names_free(struct mt_ckpt_names *l);
 int mt_ckpt_list_links(hid_t g, struct mt_ckpt_names *l);
 int mt_ckpt_read_i64v(hid_t d, const char *name, int nd, int64_t *v);
 
+/* ---- one walk of a file's groups ---- */
+#define MT_CKPT_WALK_DEPTH 6
+#define MT_CKPT_WALK_MAX_OBJECTS 1000000
+/* A walk over every dataset under a group (ckpt_h5.c says what it checks on the way). The
+ * caller sets file, err, by_creation, dataset and arg; dataset is called with the open
+ * dataset while path holds its name below the root (no leading '/'), and returns 0 to go
+ * on or -1, its message in err, to stop the walk. */
+struct mt_ckpt_visit {
+	const char *file;       /* named in messages */
+	struct mt_err *err;
+	int by_creation;        /* links in creation order where tracked (else by name), not HDF5's order of names */
+	int (*dataset)(struct mt_ckpt_visit *v, hid_t d);
+	void *arg;              /* the visitor's */
+	/* the walk's own */
+	char path[1024];
+	int64_t objects, links;
+	int level, failed;
+};
+/* 0 after every dataset was visited, else -1 with the message in v->err. */
+int mt_ckpt_h5_walk(struct mt_ckpt_visit *v, hid_t g);
+
 /* ---- the directory layout (ckpt.c) ---- */
 const char *mt_ckpt_base_name(const char *path);
 int64_t mt_ckpt_iteration_of_dir(const char *dir);
@@ -113,15 +134,11 @@ int mt_ckpt_is_part_name(const char *s);
 /* ---- opening a checkpoint (ckpt_read.c) ---- */
 /* What the structure check of a file (ckpt_read.c, "what a file may hold") keeps. */
 struct mt_ckpt_walk {
-	const char *file;
 	int part;                  /* a part: no virtual datasets */
-	int64_t objects;
 	int64_t model_tensors;     /* datasets under /model */
 	double model_floats;       /* their elements */
 	int virtual;               /* some dataset is virtual */
 	double filesize;
-	char path[1024];
-	struct mt_err *err;
 };
 int mt_ckpt_walk_file(hid_t f, const char *file, int part, struct mt_ckpt_walk *w, struct mt_err *err);
 /* What opening a checkpoint found out besides the file handle. */

@@ -89,52 +89,36 @@ struct inspect {
 	struct mt_err *err;
 };
 
-/* Every dataset under group g (path prefix), depth first, in creation order. */
-static int inspect_group(hid_t g, const char *prefix, struct inspect *in)
+/* Each dataset the walk meets (depth first, in creation order): one line or object. */
+static int inspect_dataset(struct mt_ckpt_visit *v, hid_t o)
 {
-	struct mt_ckpt_names l;
-	int rc = 0;
+	struct inspect *in = v->arg;
+	const char *path = v->path;
+	struct dsinfo x;
 
-	if (mt_ckpt_list_links(g, &l))
-		return mt_ckpt_h5_fail(in->err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '/%s'", in->file, prefix);
-	for (size_t i = 0; i < l.n && !rc; i++) {
-		char path[PATH_CAP];
-		hid_t o = H5Oopen(g, l.v[i], H5P_DEFAULT);
-		struct dsinfo x;
-
-		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", l.v[i]);
-		if (o < 0) {
-			rc = mt_ckpt_h5_fail(in->err, MT_EXIT_DATA, "checkpoint '%s': cannot open '/%s'", in->file, path);
-		} else if (H5Iget_type(o) == H5I_GROUP) {
-			rc = inspect_group(o, path, in);
-		} else if (H5Iget_type(o) == H5I_DATASET) {
-			if (describe(o, &x)) {
-				rc = mt_ckpt_h5_fail(in->err, MT_EXIT_DATA, "checkpoint '%s': cannot describe '/%s'", in->file, path);
-			} else if (in->json) {
-				json_t *t = json_object();
-				json_object_set_new(t, "name", json_string(path));
-				json_object_set_new(t, "dtype", json_string(x.dtype));
-				json_object_set_new(t, "shape", json_i64v(x.nd, x.shape));
-				if (x.has_slice) {
-					json_object_set_new(t, "global_shape", json_i64v(x.nd, x.gshape));
-					json_object_set_new(t, "offset", json_i64v(x.nd, x.off));
-				}
-				json_array_append_new(in->tensors, t);
-			} else {
-				char a[256], b[256], c[256];
-				mt_ckpt_fmt_shape(a, sizeof(a), x.nd, x.shape);
-				mt_ckpt_fmt_shape(b, sizeof(b), x.nd, x.gshape);
-				mt_ckpt_fmt_shape(c, sizeof(c), x.nd, x.off);
-				if (x.has_slice)
-					fprintf(in->out, "tensor\t%s\t%s\t%s\tglobal %s\toffset %s\n", path, x.dtype, a, b, c);
-				else
-					fprintf(in->out, "tensor\t%s\t%s\t%s\n", path, x.dtype, a);
-			}
+	if (describe(o, &x))
+		return mt_ckpt_h5_fail(in->err, MT_EXIT_DATA, "checkpoint '%s': cannot describe '/%s'", in->file, path);
+	if (in->json) {
+		json_t *t = json_object();
+		json_object_set_new(t, "name", json_string(path));
+		json_object_set_new(t, "dtype", json_string(x.dtype));
+		json_object_set_new(t, "shape", json_i64v(x.nd, x.shape));
+		if (x.has_slice) {
+			json_object_set_new(t, "global_shape", json_i64v(x.nd, x.gshape));
+			json_object_set_new(t, "offset", json_i64v(x.nd, x.off));
 		}
-		mt_ckpt_h5_close(&o);
+		json_array_append_new(in->tensors, t);
+	} else {
+		char a[256], b[256], c[256];
+		mt_ckpt_fmt_shape(a, sizeof(a), x.nd, x.shape);
+		mt_ckpt_fmt_shape(b, sizeof(b), x.nd, x.gshape);
+		mt_ckpt_fmt_shape(c, sizeof(c), x.nd, x.off);
+		if (x.has_slice)
+			fprintf(in->out, "tensor\t%s\t%s\t%s\tglobal %s\toffset %s\n", path, x.dtype, a, b, c);
+		else
+			fprintf(in->out, "tensor\t%s\t%s\t%s\n", path, x.dtype, a);
 	}
-	mt_ckpt_names_free(&l);
-	return rc;
+	return 0;
 }
 
 /* A stored text on one line, exactly as stored otherwise: each run of white space that
@@ -213,7 +197,10 @@ int mt_ckpt_inspect(const char *iterdir, int json, FILE *out, struct mt_err *err
 		free(a);
 		free(s);
 	}
-	rc = inspect_group(f, "", &in);
+	{
+		struct mt_ckpt_visit v = { .file = file, .err = err, .by_creation = 1, .dataset = inspect_dataset, .arg = &in };
+		rc = mt_ckpt_h5_walk(&v, f);
+	}
 	H5Fclose(f);
 	mt_ckpt_loaded_free(&st);
 	if (json) {
@@ -242,31 +229,18 @@ struct verify {
 	struct mt_err *err;
 };
 
-static int verify_group(hid_t g, const char *prefix, struct verify *v)
+/* Each dataset but the rng bytes: read back whole against its checksum (a virtual one's
+ * parts). */
+static int verify_dataset(struct mt_ckpt_visit *w, hid_t o)
 {
-	struct mt_ckpt_names l;
-	int rc = 0;
+	struct verify *v = w->arg;
+	const char *path = w->path;
 
-	if (mt_ckpt_list_links(g, &l))
-		return mt_ckpt_h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '/%s'", v->file, prefix);
-	for (size_t i = 0; i < l.n && !rc; i++) {
-		char path[PATH_CAP];
-		hid_t o = H5Oopen(g, l.v[i], H5P_DEFAULT);
-
-		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", l.v[i]);
-		if (o < 0)
-			rc = mt_ckpt_h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': cannot open '/%s'", v->file, path);
-		else if (H5Iget_type(o) == H5I_GROUP)
-			rc = verify_group(o, path, v);
-		else if (H5Iget_type(o) == H5I_DATASET && strcmp(path, "rng")) {
-			v->tensors++;
-			rc = mt_ckpt_is_virtual(o) ? mt_ckpt_verify_virtual(o, v->file, path, v->legacy, 0, 0, 0, 0, &v->vc, &v->bytes, v->err)
-					   : mt_ckpt_verify_plain(o, v->file, path, v->legacy, &v->bytes, v->err);
-		}
-		mt_ckpt_h5_close(&o);
-	}
-	mt_ckpt_names_free(&l);
-	return rc;
+	if (!strcmp(path, "rng"))
+		return 0;
+	v->tensors++;
+	return mt_ckpt_is_virtual(o) ? mt_ckpt_verify_virtual(o, v->file, path, v->legacy, 0, 0, 0, 0, &v->vc, &v->bytes, v->err)
+				      : mt_ckpt_verify_plain(o, v->file, path, v->legacy, &v->bytes, v->err);
 }
 
 static int verify_model(hid_t f, const char *file, const struct mt_ckpt_loaded *st, const struct mt_ckpt_info *ci,
@@ -300,7 +274,10 @@ int mt_ckpt_verify(const char *path, FILE *out, struct mt_err *err)
 	v.file = file;
 	v.legacy = ci.legacy;
 	v.err = err;
-	rc = verify_group(f, "", &v);
+	{
+		struct mt_ckpt_visit w = { .file = file, .err = err, .by_creation = 1, .dataset = verify_dataset, .arg = &v };
+		rc = mt_ckpt_h5_walk(&w, f);
+	}
 	if (!rc) /* the config against the file, and every tensor's shape against the config */
 		rc = verify_model(f, file, &st, &ci, err);
 	mt_ckpt_vcache_free(&v.vc);

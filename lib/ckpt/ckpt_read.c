@@ -32,11 +32,9 @@
  * mt_ckpt_part_name names them and the dataset of the same name in it. Parts may hold no
  * virtual dataset. The walk sums the model group's tensors, which bounds what a model
  * config may ask to allocate (mt_ckpt_check_config). */
-#define WALK_DEPTH 6
-#define WALK_MAX_OBJECTS 1000000
-
-static int walk_dataset(hid_t d, struct mt_ckpt_walk *w)
+static int walk_dataset(struct mt_ckpt_visit *v, hid_t d)
 {
+	struct mt_ckpt_walk *w = v->arg;
 	hid_t dcpl = H5Dget_create_plist(d), sp = H5Dget_space(d), ty = H5Dget_type(d);
 	hsize_t dims[H5S_MAX_RANK];
 	int nd, rc = -1;
@@ -46,20 +44,20 @@ static int walk_dataset(hid_t d, struct mt_ckpt_walk *w)
 
 	if (dcpl < 0 || sp < 0 || ty < 0 || (nd = H5Sget_simple_extent_ndims(sp)) < 0 ||
 	    H5Sget_simple_extent_dims(sp, dims, NULL) < 0 || !(esize = H5Tget_size(ty))) {
-		mt_ckpt_h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' cannot be described", w->file, w->path);
+		mt_ckpt_h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' cannot be described", v->file, v->path);
 		goto out;
 	}
 	for (int i = 0; i < nd; i++)
 		numel *= (double)dims[i];
 	if (H5Pget_external_count(dcpl) != 0) {
-		mt_err_set(w->err, MT_EXIT_DATA,
+		mt_err_set(v->err, MT_EXIT_DATA,
 			   "checkpoint '%s': dataset '/%s' keeps its data in external files, which mt refuses (a checkpoint reads nothing outside its directory)",
-			   w->file, w->path);
+			   v->file, v->path);
 		goto out;
 	}
 	if (H5Pget_nfilters(dcpl) != 0) {
-		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' is filtered (compressed), which mt does not read",
-			   w->file, w->path);
+		mt_err_set(v->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' is filtered (compressed), which mt does not read",
+			   v->file, v->path);
 		goto out;
 	}
 	lay = H5Pget_layout(dcpl);
@@ -68,11 +66,11 @@ static int walk_dataset(hid_t d, struct mt_ckpt_walk *w)
 		char want[1100];
 
 		if (w->part || H5Pget_virtual_count(dcpl, &cnt) < 0 || cnt == 0 || cnt > 65536) {
-			mt_ckpt_h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' is a virtual dataset mt did not write",
-				w->file, w->path);
+			mt_ckpt_h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' is a virtual dataset mt did not write",
+				v->file, v->path);
 			goto out;
 		}
-		snprintf(want, sizeof(want), "/%s", w->path);
+		snprintf(want, sizeof(want), "/%s", v->path);
 		for (size_t i = 0; i < cnt; i++) {
 			char fname[64] = "", dname[1100] = "";
 			ssize_t fl = H5Pget_virtual_filename(dcpl, i, NULL, 0), dl = H5Pget_virtual_dsetname(dcpl, i, NULL, 0);
@@ -82,25 +80,25 @@ static int walk_dataset(hid_t d, struct mt_ckpt_walk *w)
 			    H5Pget_virtual_dsetname(dcpl, i, dname, sizeof(dname)) < 0 || !mt_ckpt_is_part_name(fname) ||
 			    strcmp(dname, want)) {
 				mt_ckpt_h5_clear();
-				mt_err_set(w->err, MT_EXIT_DATA,
+				mt_err_set(v->err, MT_EXIT_DATA,
 					   "checkpoint '%s': virtual dataset '/%s' takes data from somewhere other than a part of its own directory (source %zu of %zu: '%s', dataset '%s'); mt refuses it",
-					   w->file, w->path, i + 1, cnt, fname, dname);
+					   v->file, v->path, i + 1, cnt, fname, dname);
 				goto out;
 			}
 		}
 		w->virtual = 1;
 	} else if (lay == H5D_CONTIGUOUS || lay == H5D_CHUNKED || lay == H5D_COMPACT) {
 		if ((double)H5Dget_storage_size(d) < numel * (double)esize || numel * (double)esize > w->filesize) {
-			mt_err_set(w->err, MT_EXIT_DATA,
+			mt_err_set(v->err, MT_EXIT_DATA,
 				   "checkpoint '%s': dataset '/%s' stores %llu bytes, its shape needs %.0f (truncated, or not written)",
-				   w->file, w->path, (unsigned long long)H5Dget_storage_size(d), numel * (double)esize);
+				   v->file, v->path, (unsigned long long)H5Dget_storage_size(d), numel * (double)esize);
 			goto out;
 		}
 	} else {
-		mt_ckpt_h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' has an unknown layout", w->file, w->path);
+		mt_ckpt_h5_fail(v->err, MT_EXIT_DATA, "checkpoint '%s': dataset '/%s' has an unknown layout", v->file, v->path);
 		goto out;
 	}
-	if (!strncmp(w->path, "model/", 6)) {
+	if (!strncmp(v->path, "model/", 6)) {
 		w->model_tensors++;
 		w->model_floats += numel;
 	}
@@ -112,76 +110,20 @@ out:
 	return rc;
 }
 
-static int walk_group(hid_t g, struct mt_ckpt_walk *w, int depth);
-
-static herr_t walk_link(hid_t g, const char *name, const H5L_info_t *info, void *data)
-{
-	struct mt_ckpt_walk *w = data;
-	size_t len = strlen(w->path);
-	H5O_info_t oi;
-	hid_t o;
-	int rc = 0;
-
-	if ((size_t)snprintf(w->path + len, sizeof(w->path) - len, "%s%s", len ? "/" : "", name) >= sizeof(w->path) - len) {
-		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': a link name is too long", w->file);
-		return -1;
-	}
-	if (info->type != H5L_TYPE_HARD) {
-		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': '/%s' is %s link, which mt refuses (a checkpoint reads nothing outside itself)",
-			   w->file, w->path, info->type == H5L_TYPE_EXTERNAL ? "an external" : info->type == H5L_TYPE_SOFT ? "a soft" : "a user-defined");
-		return -1;
-	}
-	if (++w->objects > WALK_MAX_OBJECTS) {
-		mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': more than %d objects", w->file, WALK_MAX_OBJECTS);
-		return -1;
-	}
-	if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || (o = H5Oopen(g, name, H5P_DEFAULT)) < 0) {
-		mt_ckpt_h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': cannot open '/%s'", w->file, w->path);
-		return -1;
-	}
-	if (oi.type == H5O_TYPE_GROUP)
-		rc = walk_group(o, w, 0) ? -1 : 0;
-	else if (oi.type == H5O_TYPE_DATASET)
-		rc = walk_dataset(o, w) ? -1 : 0;
-	mt_ckpt_h5_close(&o);
-	w->path[len] = '\0';
-	return rc;
-}
-
-static int walk_group(hid_t g, struct mt_ckpt_walk *w, int depth)
-{
-	hsize_t idx = 0;
-	static int level;
-	int rc;
-
-	(void)depth;
-	if (level >= WALK_DEPTH)
-		return mt_err_set(w->err, MT_EXIT_DATA, "checkpoint '%s': groups nested deeper than %d at '/%s'", w->file,
-				  WALK_DEPTH, w->path);
-	level++;
-	rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, walk_link, w) < 0 ? -1 : 0;
-	level--;
-	if (rc && !(w->err && w->err->code))
-		return mt_ckpt_h5_fail(w->err, MT_EXIT_DATA, "checkpoint '%s': cannot list group '/%s'", w->file, w->path);
-	return rc;
-}
-
 /* Walk file f (opened from `file`). *legacy: the file predates checksummed metadata. */
 int mt_ckpt_walk_file(hid_t f, const char *file, int part, struct mt_ckpt_walk *w, struct mt_err *err)
 {
+	struct mt_ckpt_visit v = { .file = file, .err = err, .by_creation = 0, .dataset = walk_dataset, .arg = w };
+	hsize_t sz = 0;
+
 	memset(w, 0, sizeof(*w));
-	w->file = file;
 	w->part = part;
-	w->err = err;
 	if (err)
 		err->code = 0;
-	{
-		hsize_t sz = 0;
-		if (H5Fget_filesize(f, &sz) < 0)
-			return mt_ckpt_h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot tell its size", file);
-		w->filesize = (double)sz;
-	}
-	return walk_group(f, w, 0);
+	if (H5Fget_filesize(f, &sz) < 0)
+		return mt_ckpt_h5_fail(err, MT_EXIT_DATA, "checkpoint '%s': cannot tell its size", file);
+	w->filesize = (double)sz;
+	return mt_ckpt_h5_walk(&v, f);
 }
 
 /* Open the checkpoint file read-only and check that it is an mt checkpoint this version
