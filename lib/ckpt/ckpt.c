@@ -532,14 +532,24 @@ int mt_ckpt_part_name(char *out, size_t n, int tp_rank, int pp_rank, int dp_rank
 	return 0;
 }
 
+int mt_ckpt_tmpdir_name(char *out, size_t n, const char *dir, int64_t iteration, long tag, struct mt_err *err)
+{
+	char final[PATH_CAP];
+
+	if (mt_ckpt_iter_dir(final, sizeof(final), dir, iteration, err))
+		return -1;
+	if ((size_t)snprintf(out, n, "%s.tmp.%ld", final, tag) >= n)
+		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
+	return 0;
+}
+
 int mt_ckpt_tmpdir(char *out, size_t n, const char *dir, int64_t iteration, long tag, struct mt_err *err)
 {
 	char final[PATH_CAP];
 
-	if (mt_ckpt_iter_dir(final, sizeof(final), dir, iteration, err) || mt_ckpt_mkdir_p(dir, err))
+	if (mt_ckpt_iter_dir(final, sizeof(final), dir, iteration, err) || mt_ckpt_mkdir_p(dir, err) ||
+	    mt_ckpt_tmpdir_name(out, n, dir, iteration, tag, err))
 		return -1;
-	if ((size_t)snprintf(out, n, "%s.tmp.%ld", final, tag) >= n)
-		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
 	if (mt_rm_tree(out))
 		return mt_err_errno(err, MT_EXIT_IO, "cannot remove the leftover '%s'", out);
 	if (mkdir(out, 0777) != 0)

@@ -2,7 +2,7 @@
  * part (its shard of each tensor with the logical rectangles it holds), the index of
  * HDF5 virtual datasets stitched from the parts, the check that an index's parts are all
  * there, and reading the slices one rank needs. Which rank writes what, and the
- * agreement between ranks, are the callers'. */
+ * agreement between ranks around the steps, are the transaction's (txn.h). */
 #include "ckpt/ckpt.h"
 
 #include <dirent.h>

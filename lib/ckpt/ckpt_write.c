@@ -1,7 +1,8 @@
 /* ckpt_write.c: one self-contained checkpoint file, written and committed (mt_ckpt_save):
  * the translation of the parameter table's flat buffers into one HDF5 dataset per
- * logical tensor, with the state attributes and the rng bytes. Sharded sets are
- * ckpt_set.c; the directory and the commit ckpt.c. */
+ * logical tensor, with the state attributes and the rng bytes, committed through the
+ * transaction of one process (txn.h). Sharded sets are ckpt_set.c; the directory and
+ * the commit ckpt.c. */
 #include "ckpt/ckpt.h"
 
 #include <dirent.h>
@@ -20,6 +21,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "ckpt/ckpt_h5.h"
+#include "ckpt/txn.h"
 #include "model/config.h"
 
 static int check_finite(const struct mt_params *t, const float *buf, const char *what,
@@ -132,6 +134,7 @@ int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weight
 {
 	char final[PATH_CAP], tmp[PATH_CAP], file[PATH_CAP];
 	const struct mt_param **index;
+	struct mt_ckpt_txn x;
 
 	if (!dir || !*dir || !weights || !s)
 		return mt_err_set(err, MT_EXIT_USAGE, "internal: mt_ckpt_save without a directory, weights or state");
@@ -153,13 +156,12 @@ int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weight
 	mt_ckpt_h5_quiet();
 	if (mt_ckpt_mkdir_p(dir, err))
 		return -1;
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", final, (long)getpid()) >= sizeof(tmp) ||
+	if (mt_ckpt_tmpdir_name(tmp, sizeof(tmp), dir, s->iteration, (long)getpid(), NULL) ||
 	    mt_ckpt_file_path(file, sizeof(file), tmp, 0, 1, err))
 		return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", dir);
-	if (mt_rm_tree(tmp))
-		return mt_err_errno(err, MT_EXIT_IO, "cannot remove the leftover '%s'", tmp);
-	if (mkdir(tmp, 0777) != 0)
-		return mt_err_errno(err, MT_EXIT_IO, "cannot create directory '%s'", tmp);
+	/* the transaction of one process that writes the one file itself: no parts, no index */
+	if (mt_ckpt_txn_begin(&x, dir, s->iteration, keep_last, NULL, 1, 1, 1, 1, 0, err))
+		return -1;
 	if (write_h5(file, t, weights, exp_avg, exp_avg_sq, s, err))
 		goto fail;
 	mt_atomic_step("checkpoint");
@@ -167,8 +169,8 @@ int mt_ckpt_save(const char *dir, const struct mt_params *t, const float *weight
 		mt_err_errno(err, MT_EXIT_IO, "cannot sync checkpoint '%s'", file);
 		goto fail;
 	}
-	return mt_ckpt_commit(dir, tmp, s->iteration, keep_last, err);
+	return mt_ckpt_txn_finish(&x, NULL, s, 0, 0, err);
 fail:
-	mt_rm_tree(tmp);
+	mt_ckpt_txn_abandon(&x);
 	return -1;
 }

@@ -16,6 +16,7 @@
 
 #include "base/atomic.h"
 #include "base/files.h"
+#include "ckpt/ckpt.h"
 #include "ckpt/torchzip.h"
 
 /* ---- element conversion ---- */
@@ -1035,7 +1036,7 @@ static int resolve(const char *src, char *out, size_t n, int64_t *iteration, str
 				free(tracker);
 				return -1;
 			}
-			snprintf(out, n, "%s/iter_%07lld", src, it);
+			mt_ckpt_iter_dir(out, n, src, it, NULL); /* Megatron names them as mt does */
 			*iteration = it;
 		}
 		free(text);
@@ -1643,7 +1644,7 @@ int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_
 	}
 	if (mkdir(tmp, 0777) != 0)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", tmp);
-	snprintf(iter, sizeof(iter), "%s/iter_%07lld", tmp, (long long)m->iteration);
+	mt_ckpt_iter_dir(iter, sizeof(iter), tmp, m->iteration, NULL);
 	if (mkdir(iter, 0777) != 0) {
 		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", iter);
 		goto out;
