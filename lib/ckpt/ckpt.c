@@ -2,20 +2,17 @@
  * "Checkpoints"): the names of iteration directories, files and parts, the latest
  * markers, the temporary directory of a save, its commit (install, markers, keep-last
  * and the removal of what killed saves left) or abandon, the list of complete
- * checkpoints and where a reader falls back to. No HDF5 here: writing and reading the
- * files is ckpt_write.c, ckpt_read.c, ckpt_inspect.c and ckpt_set.c. */
+ * checkpoints and where a reader falls back to. No HDF5 calls here: writing and reading
+ * the files is ckpt_write.c, ckpt_read.c, ckpt_inspect.c and ckpt_set.c. */
 #include "ckpt/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <hdf5.h>
 
 #include "base/atomic.h"
 #include "base/files.h"

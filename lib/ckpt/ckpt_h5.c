@@ -5,7 +5,6 @@
  * prints here: its error stack is turned into the message of a struct mt_err. */
 #include "ckpt/ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

@@ -4,10 +4,8 @@
  * check are ckpt_read.c. */
 #include "ckpt/ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,7 +13,6 @@
 
 #include <hdf5.h>
 #include <jansson.h>
-#include <xxhash.h>
 
 #include "base/atomic.h"
 #include "base/files.h"

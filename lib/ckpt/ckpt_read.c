@@ -5,7 +5,6 @@
  * of one rank are ckpt_set.c; inspect and verify ckpt_inspect.c. */
 #include "ckpt/ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

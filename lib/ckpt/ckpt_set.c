@@ -5,7 +5,6 @@
  * agreement between ranks around the steps, are the transaction's (txn.h). */
 #include "ckpt/ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

@@ -5,7 +5,6 @@
  * the commit ckpt.c. */
 #include "ckpt/ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
