@@ -179,8 +179,8 @@ int mt_ckpt_list(const char *dir, int64_t **iters, size_t *n, struct mt_err *err
  * (mt_ckpt_index_write: model.h5, the state attributes and one HDF5 virtual dataset per
  * logical tensor, stitched from the parts by relative file names) and commits the
  * directory (mt_ckpt_commit). Readers open model.h5 as before and see logical tensors;
- * mt_ckpt_load_part reads one rank's slices of them by hyperslab. The callers (the
- * trainer, mt-ckpt-reshard) bring the processes to agreement between the steps. */
+ * mt_ckpt_load_part reads one rank's slices of them by hyperslab. txn.h strings these
+ * steps into one transaction, with the agreement between the processes around them. */
 
 /* What one rank writes: rows [p0, p1) of its table t (shard shapes, gshape, split, lidx,
  * tp_rank), skipping tied copies and, on tensor-parallel ranks other than 0, replicated
@@ -201,6 +201,9 @@ int mt_ckpt_part_name(char *out, size_t n, int tp_rank, int pp_rank, int dp_rank
  * DIR/iter_N.tmp.<tag> into out (a leftover of that name removed first). Every rank of a
  * save must use the same tag (the writing rank's pid, broadcast). */
 int mt_ckpt_tmpdir(char *out, size_t n, const char *dir, int64_t iteration, long tag, struct mt_err *err);
+/* The name mt_ckpt_tmpdir gives that directory, without making it (the ranks that are
+ * told the tag). */
+int mt_ckpt_tmpdir_name(char *out, size_t n, const char *dir, int64_t iteration, long tag, struct mt_err *err);
 /* Remove a temporary iteration directory of a save that failed on some rank. */
 void mt_ckpt_abandon(const char *tmpdir);
 /* Refuse (MT_EXIT_DATA) a part holding a NaN or an infinity: a diverged run never

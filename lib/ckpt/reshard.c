@@ -1,7 +1,7 @@
 /* reshard.c: rewriting a checkpoint for another layout, and merging it into one file (see
  * reshard.h). The slices come from the parameter table (params.h's pieces); the files,
- * the index and the atomic commit from ckpt.c. Nothing here knows MPI: one process
- * writes every part of the target in turn. */
+ * the index and the atomic commit from the checkpoint transaction (txn.h) of one process,
+ * which writes every part of the target in turn. Nothing here knows MPI. */
 #include "ckpt/reshard.h"
 
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/txn.h"
 #include "model/config.h"
 #include "model/params.h"
 
@@ -101,7 +102,8 @@ int mt_ckpt_reshard(const char *path, const char *dst, int tp, int pp, struct mt
 	struct mt_params lt;
 	struct mt_pp_split split = { pp, 1, 0, 0 };
 	struct mt_ckpt_state x;
-	char tmp[4200], **names = NULL, *cfg = NULL;
+	struct mt_ckpt_txn txn;
+	char *cfg = NULL;
 	int rc = -1, n = tp * pp, have_lt = 0, have_tmp = 0;
 
 	if (tp < 1 || pp < 1)
@@ -116,11 +118,12 @@ int mt_ckpt_reshard(const char *path, const char *dst, int tp, int pp, struct mt
 	have_lt = 1;
 	if (mt_pp_split_check(&tc, &split, err))
 		goto out;
-	if (!(cfg = mt_config_to_json(&tc)) || !(names = calloc((size_t)n, sizeof(*names)))) {
+	if (!(cfg = mt_config_to_json(&tc))) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
 		goto out;
 	}
-	if (mt_ckpt_tmpdir(tmp, sizeof(tmp), dst, s.iteration, (long)getpid(), err))
+	/* one process writes every part of the target, then the index, and commits */
+	if (mt_ckpt_txn_begin(&txn, dst, s.iteration, 0, NULL, tp, pp, 1, 1, 0, err))
 		goto out;
 	have_tmp = 1;
 	for (int p = 0; p < pp; p++)
@@ -130,8 +133,6 @@ int mt_ckpt_reshard(const char *path, const char *dst, int tp, int pp, struct mt
 			float *w = NULL, *m = NULL, *v = NULL;
 			int r = t + tp * p, bad;
 
-			if (!(names[r] = malloc(128)) || mt_ckpt_part_name(names[r], 128, t, p, 0, err))
-				goto out;
 			if (mt_params_build_stage(&st, &tc, tp, t, 0, &split, p, err))
 				goto out;
 			w = malloc((size_t)st.total * sizeof(float));
@@ -146,23 +147,18 @@ int mt_ckpt_reshard(const char *path, const char *dst, int tp, int pp, struct mt
 			part = (struct mt_ckpt_part){ &st, 0, st.n, 0, w, m, v, r, t, p, 0, n, tp, pp, 1 };
 			if (!bad)
 				bad = mt_ckpt_load_part(s.dir, &s.ct, &st, w, m, v, 0, st.n, 0, err) ||
-				      mt_ckpt_part_write(tmp, &part, s.iteration, err);
+				      mt_ckpt_txn_write(&txn, &part, err);
 			free(w), free(m), free(v);
 			mt_params_free(&st);
 			if (bad)
 				goto out;
 		}
 	x = state_of(&s, cfg);
-	if (mt_ckpt_index_write(tmp, &lt, &x, names, n, err))
-		goto out;
 	have_tmp = 0;
-	rc = mt_ckpt_commit(dst, tmp, s.iteration, 0, err);
+	rc = mt_ckpt_txn_finish(&txn, &lt, &x, 0, 0, err);
 out:
 	if (have_tmp)
-		mt_ckpt_abandon(tmp);
-	for (int i = 0; names && i < n; i++)
-		free(names[i]);
-	free(names);
+		mt_ckpt_txn_abandon(&txn);
 	free(cfg);
 	if (have_lt)
 		mt_params_free(&lt);

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
+#include "ckpt/txn.h"
 #include "parallel/dp.h"
 #include "parallel/pipeline.h"
 #include "parallel/tpcomm.h"
@@ -381,18 +382,19 @@ static int evaluate(struct trainer *tr, double *loss, struct mt_err *err)
 }
 
 /* ---- checkpoints --------------------------------------------------------------------------
- * One process writes one self-contained model.h5 (ckpt.h). Several write a sharded set:
- * each rank its part (its tensor- and pipeline-parallel shard; of that, the parameters
- * its data-parallel shard owns, dp.h: ZeRO-1's share of weights and moments, or the same
- * share of the replicas without ZeRO), all at once, then rank 0 the index and the commit
- * once every part is durable. With --async-save a thread writes the part while the steps
- * go on; the set is committed at the first step boundary where every rank's thread has
- * finished (a second save, the end of the run or a stop wait for it). The thread does the
- * HDF5 calls of this process while it runs: the step loop makes none. The thread also
- * scans the part for NaN and infinities, and where the backend's save_state may run beside
- * the passes (backend.h, concurrent_save: the CPU backend) it first copies the state to the
- * host buffers itself: the step loop goes on with the next step's forward and backward
- * passes and waits for that copy (copy_wait) only before it changes the weights or
+ * One process writes one self-contained model.h5 (ckpt.h). Several write a sharded set
+ * through the checkpoint transaction (txn.h): each rank its part (its tensor- and
+ * pipeline-parallel shard; of that, the parameters its data-parallel shard owns, dp.h:
+ * ZeRO-1's share of weights and moments, or the same share of the replicas without ZeRO),
+ * all at once, then rank 0 the index and the commit once every part is durable; the
+ * transaction is the state this saver keeps for it. With --async-save a thread writes the
+ * part while the steps go on; the set is committed at the first step boundary where every
+ * rank's thread has finished (a second save, the end of the run or a stop wait for it). The
+ * thread does the HDF5 calls of this process while it runs: the step loop makes none. The
+ * thread also scans the part for NaN and infinities, and where the backend's save_state may
+ * run beside the passes (backend.h, concurrent_save: the CPU backend) it first copies the
+ * state to the host buffers itself: the step loop goes on with the next step's forward and
+ * backward passes and waits for that copy (copy_wait) only before it changes the weights or
  * moments, at the optimizer step, or when it waits for the whole save. */
 struct saver {
 	int pending, solo;              /* a save under way; written by one process alone */
@@ -402,7 +404,8 @@ struct saver {
 	int failed;
 	struct mt_err err;
 	int64_t iteration;
-	char tmpdir[4096];
+	struct mt_ckpt_txn txn;         /* several processes: the sharded save under way */
+	char tmpdir[4096];              /* its temporary directory (txn.tmpdir), for a failed run's cleanup */
 	char what[4200];                /* the checkpoint, as the scan's messages name it */
 	struct mt_ckpt_part pt;
 	char *cfg, *sch;
@@ -484,7 +487,7 @@ static void *saver_run(void *arg)
 	if (!bad && sv->solo)
 		bad = mt_ckpt_save(sv->dir, sv->t, sv->w, sv->m, sv->v, &sv->s, sv->keep_last, &sv->err) != 0;
 	else if (!bad)
-		bad = mt_ckpt_part_write(sv->tmpdir, &sv->pt, sv->iteration, &sv->err) != 0;
+		bad = mt_ckpt_txn_write(&sv->txn, &sv->pt, &sv->err) != 0;
 	sv->failed = bad;
 	__atomic_store_n(&sv->done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -526,8 +529,7 @@ static int save_finish(struct trainer *tr, int block, struct mt_err *err)
 {
 	struct saver *sv = tr->sv;
 	const struct mt_train_args *a = tr->a;
-	int flag, all, rc = 0;
-	struct mt_err e2 = { 0 };
+	int flag, all = 0, rc = 0;
 
 	if (!sv || !sv->pending)
 		return 0;
@@ -540,54 +542,24 @@ static int save_finish(struct trainer *tr, int block, struct mt_err *err)
 	if (!sv->solo) {
 		/* 2: this rank is still writing; 1: it failed; the maximum over ranks decides */
 		flag = !__atomic_load_n(&sv->done, __ATOMIC_ACQUIRE) ? 2 : sv->failed;
-		if (mt_dist_agree(tr->d, sv->iteration, flag, &all, err))
+		if (mt_ckpt_txn_agree(&sv->txn, flag, &all, err))
 			return -1;
 		if (all == 2)
 			return 1;
-	} else {
-		all = sv->failed;
 	}
 	if (sv->threaded)
 		pthread_join(sv->th, NULL), sv->threaded = 0;
-	if (sv->failed) {
-		*err = sv->err;
-		rc = -1;
-	} else if (all) {
-		rc = mt_err_set(err, MT_EXIT_IO, "%s: another rank could not write its part of the checkpoint of iteration %lld",
-				tr->d->where, (long long)sv->iteration);
-	}
-	if (!sv->solo) {
-		/* every part is durable: rank 0 indexes them and moves latest */
-		if (tr->d->rank == 0) {
-			if (rc) {
-				mt_ckpt_abandon(sv->tmpdir);
-			} else {
-				int n = tr->d->world, bad = 0;
-				char **names = calloc((size_t)n, sizeof(*names));
-				bad = !names;
-				for (int r = 0; r < n && !bad; r++) {
-					int tpr, dpr, ppr;
-					mt_dist_coords(n, tr->d->tp, tr->d->pp, r, &tpr, &dpr, &ppr);
-					bad = !(names[r] = malloc(128)) || mt_ckpt_part_name(names[r], 128, tpr, ppr, dpr, err);
-				}
-				if (bad && !names)
-					rc = mt_err_set(err, MT_EXIT_IO, "out of memory");
-				else if (bad)
-					rc = -1;
-				else if (mt_ckpt_index_write(sv->tmpdir, tr->lt, &sv->s, names, n, err))
-					rc = -1, mt_ckpt_abandon(sv->tmpdir);
-				else
-					rc = mt_ckpt_commit(a->save, sv->tmpdir, sv->iteration, a->keep_last, err);
-				for (int r = 0; names && r < n; r++)
-					free(names[r]);
-				free(names);
-			}
-		}
-		if (mt_dist_agree(tr->d, sv->iteration, rc ? 1 : 0, &all, rc ? &e2 : err))
+	if (sv->solo) {
+		if (sv->failed) {
+			*err = sv->err;
 			rc = -1;
-		else if (!rc && all)
-			rc = mt_err_set(err, MT_EXIT_IO, "rank 0 could not complete the checkpoint of iteration %lld",
-					(long long)sv->iteration);
+		}
+	} else {
+		/* every part is durable, or some rank failed: rank 0 commits or abandons, and
+		 * every rank learns which */
+		if (sv->failed)
+			*err = sv->err;
+		rc = mt_ckpt_txn_finish(&sv->txn, tr->lt, &sv->s, sv->failed, all, err);
 	}
 	if (rc == 0) {
 		/* the slowest rank's wait and copy: the step loop of the job runs at its pace */
@@ -611,7 +583,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 {
 	const struct mt_train_args *a = tr->a;
 	struct saver *sv;
-	int rc = 0, all;
+	int rc = 0;
 
 	/* a second save waits for the first */
 	if (save_finish(tr, 1, err))
@@ -656,8 +628,6 @@ static int save(struct trainer *tr, struct mt_err *err)
 		sv->keep_last = a->keep_last;
 	} else {
 		struct mt_ckpt_part *pt = &sv->pt;
-		long tag = (long)getpid();
-		int bad;
 
 		memset(pt, 0, sizeof(*pt));
 		pt->t = &tr->t;
@@ -671,39 +641,19 @@ static int save(struct trainer *tr, struct mt_err *err)
 		pt->w = tr->w, pt->m = a->no_save_optim ? NULL : tr->m, pt->v = a->no_save_optim ? NULL : tr->v;
 		pt->rank = tr->d->rank, pt->tp_rank = tr->d->tp_rank, pt->pp_rank = tr->d->pp_rank, pt->dp_rank = tr->d->dp_rank;
 		pt->world = tr->d->world, pt->tp = tr->d->tp, pt->pp = tr->d->pp, pt->dp = tr->d->dp;
-		snprintf(sv->what, sizeof(sv->what), "%s/iter_%07lld", a->save, (long long)tr->iteration);
+		mt_ckpt_iter_dir(sv->what, sizeof(sv->what), a->save, tr->iteration, NULL);
 		if (rc == 0 && !sv->scan)
 			rc = mt_ckpt_part_check(pt, sv->what, err);
-		/* rank 0 makes the temporary directory and names it to all (-1: it could not) */
-		if (tr->d->rank == 0 && mt_ckpt_tmpdir(sv->tmpdir, sizeof(sv->tmpdir), a->save, tr->iteration, tag, rc ? &sv->err : err))
-			tag = -1, rc = -1;
-		bad = mt_dist_bcast(tr->d, &tag, sizeof(tag), 0, "the checkpoint's directory", rc ? &sv->err : err) != 0;
-		if (bad)
-			rc = -1;
-		if (sv->scan) {
-			/* asynchronous: nothing more to agree on before writing. A rank whose copy,
-			 * scan or write fails marks its writer failed, and the agreement at the commit
-			 * (save_finish) abandons the set on every rank */
-			bad = bad || tag < 0;
-		} else {
-			/* every rank learns whether each can write before any starts */
-			if (mt_dist_agree(tr->d, tr->iteration, rc ? 1 : 0, &all, rc ? &sv->err : err))
-				return -1;
-			bad = rc || all || tag < 0;
-		}
-		if (bad) {
-			if (!rc)
-				rc = mt_err_set(err, MT_EXIT_IO, "%s: another rank cannot save the checkpoint of iteration %lld",
-						tr->d->where, (long long)tr->iteration);
-			if (tr->d->rank == 0 && tag >= 0)
-				mt_ckpt_abandon(sv->tmpdir);
+		/* rank 0 makes the temporary directory and names it to all; --async-save: the
+		 * thread scans the part, and a rank whose copy, scan or write fails marks its
+		 * writer failed, which the agreement at the commit (save_finish) makes every rank
+		 * abandon; otherwise every rank learns whether each can write before any starts */
+		if (mt_ckpt_txn_begin(&sv->txn, a->save, tr->iteration, a->keep_last, tr->d, 0, 0, 0, !sv->scan, rc != 0,
+				      err)) {
 			saver_clear(sv);
 			return -1;
 		}
-		if (tr->d->rank != 0 &&
-		    (size_t)snprintf(sv->tmpdir, sizeof(sv->tmpdir), "%s/iter_%07lld.tmp.%ld", a->save, (long long)tr->iteration,
-				     tag) >= sizeof(sv->tmpdir))
-			return mt_err_set(err, MT_EXIT_IO, "checkpoint path too long: '%s'", a->save);
+		memcpy(sv->tmpdir, sv->txn.tmpdir, sizeof(sv->tmpdir));
 	}
 	if (rc && sv->solo) {
 		saver_clear(sv);

@@ -1,4 +1,4 @@
-/* Unit tests for lib/ckpt/ckpt.c: a save/load round trip that must be bit-exact (weights,
+/* Unit tests for lib/ckpt/ckpt*.c: a save/load round trip that must be bit-exact (weights,
  * AdamW moments, every state field and string, an RNG blob with zero bytes, a JSON text
  * past HDF5's 64 KiB object-header limit), weights-only checkpoints, the latest markers
  * and every form of path mt_ckpt_resolve takes (Megatron's tracker file included),
