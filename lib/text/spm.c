@@ -178,6 +178,7 @@ int mt_spm_load(struct mt_vocab *v, const char *model_file, enum mt_spm_type t, 
 	for (int i = 0; i < s->nspecial; i++)
 		arena += s->special[i].len;
 	v->kind = MT_VOCAB_SPM;
+	v->ops = &mt_spm_ops;
 	v->spm = s;
 	v->n = n;
 	v->arena = malloc(arena + 1);
@@ -306,3 +307,27 @@ int mt_spm_decode(const struct mt_spm *s, const int32_t *ids, size_t n, char **b
 	}
 	return mt_spmodel_decode(s->model, ids + last, n - last, buf, len, cap, err);
 }
+
+static int vocab_encode(const struct mt_vocab *v, const char *text, size_t n, int32_t **ids, size_t *nids,
+			size_t *cap, struct mt_err *err)
+{
+	return mt_spm_encode(v->spm, text, n, ids, nids, cap, err);
+}
+
+static int vocab_decode(const struct mt_vocab *v, const int32_t *ids, size_t n, char **buf, size_t *len,
+			size_t *cap, struct mt_err *err)
+{
+	return mt_spm_decode(v->spm, ids, n, buf, len, cap, err);
+}
+
+static void vocab_free(struct mt_vocab *v)
+{
+	mt_spm_free(v->spm);
+}
+
+const struct mt_vocab_ops mt_spm_ops = {
+	.name = "SentencePiece",
+	.encode = vocab_encode,
+	.decode = vocab_decode,
+	.free = vocab_free,
+};
