@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 #define FIRST_CAP 256
 
 void mt_strbuf_init(struct mt_strbuf *b)
@@ -16,28 +18,16 @@ void mt_strbuf_init(struct mt_strbuf *b)
 
 int mt_strbuf_grow(struct mt_strbuf *b, size_t extra)
 {
-	size_t need, cap;
-	char *s;
+	int first = !b->s;
 
 	if (extra > (size_t)-1 - b->n - 1) {
 		errno = ENOMEM;
 		return -1;
 	}
-	need = b->n + extra + 1;
-	if (need <= b->cap)
-		return 0;
-	cap = b->cap ? b->cap : FIRST_CAP;
-	while (cap < need)
-		cap = cap > (size_t)-1 / 2 ? need : cap * 2;
-	s = realloc(b->s, cap);
-	if (!s) {
-		errno = ENOMEM;
+	if (mt_array_grow(&b->s, &b->cap, b->n + extra + 1, 1, FIRST_CAP))
 		return -1;
-	}
-	if (!b->s)
-		s[0] = '\0';
-	b->s = s;
-	b->cap = cap;
+	if (first)
+		b->s[0] = '\0';
 	return 0;
 }
 

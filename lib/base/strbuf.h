@@ -5,7 +5,7 @@
  * Out of memory is the only failure: a call returns -1 with errno ENOMEM and leaves the
  * buffer as it was, and the caller reports it (mt_err_set(err, MT_EXIT_IO, "out of
  * memory")), so a run of appends can be checked once (`bad |= mt_strbuf_append(...)`).
- * This file does not grow arrays of other types (array.h). */
+ * This file does not grow arrays of other types (array.h does). */
 #ifndef MT_STRBUF_H
 #define MT_STRBUF_H
 
