@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 #include "text/hfjson.h"
 
 #define CACHE_SLOTS (1u << 14) /* per encoder, about 1.2 MiB: 94% of a 64K cache's hits */
@@ -27,19 +29,7 @@ struct mt_bpe_heap_ent {
 
 int mt_ids_reserve(struct mt_ids *ids, size_t more)
 {
-	size_t want = ids->n + more, cap = ids->cap ? ids->cap : 1024;
-	int32_t *a;
-
-	if (want <= ids->cap)
-		return 0;
-	while (cap < want)
-		cap *= 2;
-	a = realloc(ids->a, cap * sizeof(*a));
-	if (!a)
-		return -1;
-	ids->a = a;
-	ids->cap = cap;
-	return 0;
+	return mt_array_grow(&ids->a, &ids->cap, ids->n + more, sizeof(*ids->a), 1024);
 }
 
 void mt_ids_free(struct mt_ids *ids)

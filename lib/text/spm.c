@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 static const struct {
 	const char *name;
 	enum mt_spm_type type;
@@ -220,14 +222,8 @@ int mt_spm_encode(const struct mt_spm *s, const char *text, size_t n, int32_t **
 {
 	if (s->type == MT_SPM_LLAMA2) {
 		/* Megatron's tokenize(s, bos=True, eos=False) */
-		if (*nids + 1 > *cap) {
-			size_t nc = *cap ? *cap * 2 : 1024;
-			int32_t *na = realloc(*ids, nc * sizeof(*na));
-			if (!na)
-				return mt_err_set(err, MT_EXIT_IO, "out of memory");
-			*ids = na;
-			*cap = nc;
-		}
+		if (mt_array_grow(ids, cap, *nids + 1, sizeof(**ids), 1024))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		(*ids)[(*nids)++] = s->bos;
 	}
 	if (s->type != MT_SPM_SENTENCEPIECE)
@@ -248,14 +244,8 @@ int mt_spm_encode(const struct mt_spm *s, const char *text, size_t n, int32_t **
 			break;
 		if (mt_spmodel_encode(s->model, text, (size_t)(best - text), ids, nids, cap, err))
 			return -1;
-		if (*nids + 1 > *cap) {
-			size_t nc = *cap ? *cap * 2 : 1024;
-			int32_t *na = realloc(*ids, nc * sizeof(*na));
-			if (!na)
-				return mt_err_set(err, MT_EXIT_IO, "out of memory");
-			*ids = na;
-			*cap = nc;
-		}
+		if (mt_array_grow(ids, cap, *nids + 1, sizeof(**ids), 1024))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		(*ids)[(*nids)++] = s->special[bi].id;
 		n -= (size_t)(best - text) + s->special[bi].len;
 		text = best + s->special[bi].len;
@@ -265,17 +255,8 @@ int mt_spm_encode(const struct mt_spm *s, const char *text, size_t n, int32_t **
 
 static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, struct mt_err *err)
 {
-	if (*len + n + 1 > *cap) {
-		size_t nc = *cap ? *cap : 4096;
-		char *nb;
-		while (nc < *len + n + 1)
-			nc *= 2;
-		nb = realloc(*buf, nc);
-		if (!nb)
-			return mt_err_set(err, MT_EXIT_IO, "out of memory");
-		*buf = nb;
-		*cap = nc;
-	}
+	if (mt_array_grow(buf, cap, *len + n + 1, 1, 4096))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	memcpy(*buf + *len, s, n);
 	*len += n;
 	(*buf)[*len] = '\0';

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "base/input.h"
 
 /* ---- GPT-2's byte <-> character mapping ------------------------------------------- */
@@ -550,14 +551,9 @@ int mt_vocab_load_tiktoken(struct mt_vocab *v, const char *rank_file, struct mt_
 				   rank_file, (long long)lineno);
 			goto out;
 		}
-		if (nent == entcap) {
-			entcap = entcap ? entcap * 2 : 65536;
-			void *ne = realloc(ent, entcap * sizeof(*ent));
-			if (!ne) {
-				mt_err_set(err, MT_EXIT_IO, "out of memory");
-				goto out;
-			}
-			ent = ne;
+		if (mt_array_grow(&ent, &entcap, nent + 1, sizeof(*ent), 65536)) {
+			mt_err_set(err, MT_EXIT_IO, "out of memory");
+			goto out;
 		}
 		ent[nent].off = (int64_t)used;
 		ent[nent].len = (uint32_t)n;
