@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/knobs.h"
 #include "base/log.h"
 #include "base/version.h"
 
@@ -96,12 +97,30 @@ void mt_die_usage(const struct mt_opt *o, const char *fmt, ...)
 	exit(MT_EXIT_USAGE);
 }
 
-static void print_version(const struct mt_tool_info *t)
+static void print_version(const struct mt_tool_info *t, int verbose)
 {
 	char features[512];
 
 	mt_version_features(features, sizeof(features));
 	printf("%s (mt) %s\n%s", t->name, mt_version(), features);
+	if (verbose)
+		mt_knobs_print(stdout);
+}
+
+/* -v, -qv or --verbose anywhere before "--": getopt returns --version before it has
+ * seen a -v that follows it */
+static int asks_verbose(const struct mt_opt *o)
+{
+	if (o->verbose)
+		return 1;
+	for (int i = 1; i < o->argc && strcmp(o->argv[i], "--"); i++) {
+		const char *a = o->argv[i];
+		if (!strcmp(a, "--verbose"))
+			return 1;
+		if (a[0] == '-' && a[1] && a[1] != '-' && strspn(a + 1, "qv") == strlen(a + 1) && strchr(a + 1, 'v'))
+			return 1;
+	}
+	return 0;
 }
 
 void mt_tool_common(struct mt_opt *o, int id)
@@ -111,7 +130,7 @@ void mt_tool_common(struct mt_opt *o, int id)
 		mt_opt_print_help(o, stdout);
 		exit(fflush(stdout) == 0 ? MT_EXIT_OK : MT_EXIT_IO);
 	case MT_OPT_VERSION:
-		print_version(o->tool);
+		print_version(o->tool, asks_verbose(o));
 		exit(fflush(stdout) == 0 ? MT_EXIT_OK : MT_EXIT_IO);
 	case MT_OPT_ERROR:
 		mt_die_usage(o, "%s", o->err.msg);

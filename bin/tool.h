@@ -11,7 +11,8 @@
 void mt_tool_start(const struct mt_tool_info *t);
 
 /* Handle the ids every tool treats the same (help, version, errors). Returns for
- * any other id. */
+ * any other id. --version with -v (before or after it) also prints the table of MT_*
+ * environment variables (base/knobs.h): each one's value or default and meaning. */
 void mt_tool_common(struct mt_opt *o, int id);
 /* Tools with a command word first (mt-index stat, mt-blend plan, mt-ckpt-reshard merge,
  * mt-tokenize train): the options every tool has and that take no value (-q, -v,

@@ -34,6 +34,23 @@ extern int mt_attention_bwd_group;
  * makes half of every tile's. The same products either way, so the same bits (tests compare
  * them) */
 extern int mt_attention_bwd_alt;
+/* The sm_90a kernels' switches for comparisons. kernels/ reads no environment: the
+ * library fills these from the MT_ATTN_* variables (lib/base/knobs.h, docs/environment.md)
+ * and sets them once, before the first launch; without that call each has the default
+ * below. */
+struct mt_attention_sm90_options {
+	int sm90;     /* 0: the mma.sync kernels instead (MT_ATTN_SM90); 1 */
+	int pingpong; /* 0: the forward's consumer warpgroups issue as they come (MT_ATTN_PINGPONG); 1 */
+	int persist;  /* 0: the forward launches a block an item, not a persistent grid (MT_ATTN_PERSIST); 1 */
+	int order;    /* 0: the longest tiles of every head first, not heads in groups (MT_ATTN_ORDER); 1 */
+	int sm90_bwd; /* 0: the mma.sync backward (MT_ATTN_SM90_BWD); 1 */
+	int bwd7;     /* 1: the backward's seven products (MT_ATTN_BWD7); 0 */
+	int bwd_alt;  /* head size 128, where mt_attention_bwd_alt is -1: 0 halves of dQ (MT_ATTN_BWD_ALT); 1 */
+	int bwd_pp;   /* the backward's warpgroups in turns: 0 off, 1 on, -1 on unless bwd_alt applies
+		       * (MT_ATTN_BWD_PP); -1 */
+};
+#define MT_ATTENTION_SM90_OPTIONS_DEFAULT { 1, 1, 1, 1, 1, 0, 1, -1 }
+void mt_attention_sm90_set_options(const struct mt_attention_sm90_options *o);
 /* the sm_90a forward: 0 when it ran, 1 when it does not apply here, -1 on a CUDA error */
 int mt_attention_fwd_sm90(enum mt_dtype dt, void *y, float *lse, const void *qkv, int B, int T, int np, int ng, int hd);
 /* the sm_90a backward, the same way */

@@ -51,6 +51,15 @@ extern "C" int mt_attention_deterministic = 0;
 extern "C" int mt_attention_bwd_group = 0;
 extern "C" int mt_attention_bwd_alt = -1;
 
+// the switches for comparisons; the library sets them from the environment
+// (mt_attention_sm90_set_options), and without that call they keep these defaults
+static struct mt_attention_sm90_options opts = MT_ATTENTION_SM90_OPTIONS_DEFAULT;
+
+extern "C" void mt_attention_sm90_set_options(const struct mt_attention_sm90_options *o)
+{
+	opts = *o;
+}
+
 namespace {
 
 constexpr int BQ = 128, BK = 128, THREADS = 384;
@@ -1240,13 +1249,6 @@ __global__ void __launch_bounds__(1024) qkv_bias_sum(float *dbias, const float *
 	}
 }
 
-// whether the environment sets name to val (the switches that keep older kernels)
-bool env_is(const char *name, const char *val)
-{
-	const char *e = getenv(name);
-	return e && !strcmp(e, val);
-}
-
 // cuTensorMapEncodeTiled from the driver, found through the runtime (no -lcuda)
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 {
@@ -1268,10 +1270,12 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 int usable(void)
 {
 	static int dev_ok = -1;
+	// opts.sm90 0 (MT_ATTN_SM90=0): the mma.sync kernels, for comparisons
+	if (!opts.sm90)
+		return 0;
 	if (dev_ok < 0) {
 		int dev = 0, major = 0, minor = 0;
-		// MT_ATTN_SM90=0: the mma.sync kernels, for comparisons
-		dev_ok = !env_is("MT_ATTN_SM90", "0") && cudaGetDevice(&dev) == cudaSuccess &&
+		dev_ok = cudaGetDevice(&dev) == cudaSuccess &&
 			 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
 			 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
 			 minor == 0 && strstr(MT_CUDA_ARCHS, "sm_90a") && encode_fn();
@@ -1299,8 +1303,8 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	int row = (np + 2 * ng) * HD;
 	geo90 g = { T_, np, np / ng, row, LOG2E_F / sqrtf((float)HD), 1.0f / sqrtf((float)HD) };
 	size_t smem = fwd_smem<HD>();
-	static const bool pp = !env_is("MT_ATTN_PINGPONG", "0"); // 0: the warpgroups issue as they come
-	static const bool persist = !env_is("MT_ATTN_PERSIST", "0");
+	const bool pp = opts.pingpong != 0; // 0: the warpgroups issue as they come
+	const bool persist = opts.persist != 0;
 	auto kern = pp ? (persist ? fa3_fwd<T, HD, true, true> : fa3_fwd<T, HD, true, false>)
 		       : (persist ? fa3_fwd<T, HD, false, true> : fa3_fwd<T, HD, false, false>);
 
@@ -1310,7 +1314,7 @@ int fwd90(CUtensorMapDataType dty, void *y, float *lse, const void *qkv, int B, 
 	int64_t grid = persist && items > nsm ? nsm : items, kv = (int64_t)T_ * HD * 2 * 2; // a head's K and V bytes
 	// heads a group: the persistent grid (a block a head), else as many heads as take 16 MB of
 	// keys and values (MT_ATTN_ORDER=0: the longest tiles of every head first, for comparisons)
-	static const bool order = !env_is("MT_ATTN_ORDER", "0");
+	const bool order = opts.order != 0;
 	int gh = !order ? 0 : persist ? (int)grid : (int)std::max<int64_t>(1, std::min<int64_t>((16 << 20) / kv, (int64_t)np * B));
 	MT_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 	kern<<<(unsigned)grid, THREADS, smem, MT_STREAM>>>((T *)y, lse, tm, g, B, gh);
@@ -1371,18 +1375,16 @@ int bwd90(CUtensorMapDataType dty, void *dqkv, const void *dy, const void *y, co
 	// the key/value blocks' order (not the fixed one): groups of as many (group, batch) pairs as make
 	// about one block an SM, the longest blocks of a group first (MT_ATTN_ORDER=0: one pair's
 	// key blocks after another's, for comparisons)
-	static const bool order = !env_is("MT_ATTN_ORDER", "0");
+	const bool order = opts.order != 0;
 	int gh = !order ? 0 : mt_attention_bwd_group > 0 ? mt_attention_bwd_group : std::max(1, sm_count() / nkb);
 	// head size 128: each tile's dQ made whole by one consumer warpgroup, the two in turn, and
 	// no turns to issue S^T and dP^T (the Llama-style model's backward 6% faster on an H200
 	// than with halves and turns, 3% with turns kept). Head size 64 keeps the halves and the
 	// turns: dQ by one warpgroup a tile gained nothing there. For comparisons:
 	// MT_ATTN_BWD_ALT=0 (halves), MT_ATTN_BWD_PP=0 or 1 (the turns off or on)
-	static const bool alt_env = !env_is("MT_ATTN_BWD_ALT", "0");
-	static const char *pp_env = getenv("MT_ATTN_BWD_PP");
 	constexpr bool CAN_ALT = HD == 128 && MODE != 0;
-	bool alt = CAN_ALT && (mt_attention_bwd_alt < 0 ? alt_env : mt_attention_bwd_alt != 0);
-	int bpp = pp_env && *pp_env ? strcmp(pp_env, "0") != 0 : !alt;
+	bool alt = CAN_ALT && (mt_attention_bwd_alt < 0 ? opts.bwd_alt != 0 : mt_attention_bwd_alt != 0);
+	int bpp = opts.bwd_pp >= 0 ? opts.bwd_pp != 0 : !alt;
 	auto kern = fa3_bwd_dkv<T, HD, MODE, false>;
 	if constexpr (CAN_ALT)
 		if (alt)
@@ -1458,7 +1460,7 @@ extern "C" int mt_attention_bwd_sm90(enum mt_dtype dt, void *dqkv, const void *d
 				     const float *rope)
 {
 	// MT_ATTN_SM90_BWD=0: the mma.sync backward; MT_ATTN_BWD7=1: seven products (comparisons)
-	static const bool off = env_is("MT_ATTN_SM90_BWD", "0"), seven = env_is("MT_ATTN_BWD7", "1");
+	const bool off = !opts.sm90_bwd, seven = opts.bwd7 != 0;
 	// TMA, 16-byte loads and stores
 	uintptr_t al = (uintptr_t)qkv | (uintptr_t)dy | (uintptr_t)y | (uintptr_t)dqkv | (uintptr_t)rope;
 	if (!mt_attention_sm90 || (dt != MT_BF16 && dt != MT_F16) || (hd != 64 && hd != 128) || !usable() || off || al % 16)

@@ -496,20 +496,23 @@ template <typename T, int NT> static int launch(dl d, size_t smem)
 // least 4 chunks of 32 inputs a warp). Only for long rows (8 chunks a warp or more
 // without clusters): at GPT-2's 768 -> 768, 1 chunk a warp, the cluster's two barriers
 // cost more than the loads they spread (ncu, H200: 6.6 against 5.2 us), at 3072 -> 768
-// they gain (7.7 against 9.0 us). MT_DECODE_CLUSTER=n sets it (1: none), for comparing.
+// they gain (7.7 against 9.0 us). MT_DECODE_CLUSTER=n sets it (1: none), for comparing,
+// through mt_decode_linear_set_cluster.
 // launch() keeps 1 where the kernel's code is older than sm_90.
+static int cluster_blocks; // mt_decode_linear_set_cluster; 0 (default): from the shape
+
+extern "C" void mt_decode_linear_set_cluster(int blocks)
+{
+	cluster_blocks = blocks;
+}
+
 static int cluster_of(enum mt_dtype dt, int ngroups, int KS, int nch)
 {
-	static int env = -1;
 	int cs;
 
-	if (env < 0) {
-		const char *e = getenv("MT_DECODE_CLUSTER");
-		env = e && *e ? atoi(e) : 0;
-	}
-	if (dt != MT_BF16 || (env <= 0 && nch < 8 * KS))
+	if (dt != MT_BF16 || (cluster_blocks <= 0 && nch < 8 * KS))
 		return 1;
-	cs = env > 0 ? env : (sm_count() + ngroups - 1) / ngroups;
+	cs = cluster_blocks > 0 ? cluster_blocks : (sm_count() + ngroups - 1) / ngroups;
 	if (cs > 4)
 		cs = 4;
 	while (cs > 1 && 4 * KS * cs > nch)

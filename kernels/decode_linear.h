@@ -57,6 +57,10 @@ struct mt_dlin {
  * memory of a norm's rows within the device's), else 0 with the reason in
  * mt_cuda_error() */
 int mt_decode_linear_fits(enum mt_dtype dt, const struct mt_dlin *a, int N, int IN, int O);
+/* Blocks a cluster for the bf16 kernels on sm_90: n > 0 that many (1: none, at most 4 are
+ * used), 0 (the default without a call): chosen from the layer's shape. The library sets it
+ * from MT_DECODE_CLUSTER (kernels/ reads no environment), before the first launch. */
+void mt_decode_linear_set_cluster(int blocks);
 /* the layer for N rows; a programmatic dependent launch when mt_cuda_pdl() is on */
 int mt_decode_linear(enum mt_dtype dt, const struct mt_dlin *a, int N, int IN, int O);
 

@@ -66,3 +66,39 @@ load helpers
 	run -2 --separate-stderr mt-tokenize -q frobnicate
 	[[ $stderr == "mt-tokenize: error:"* ]]
 }
+
+# the names of lib/base/knobs.c's table, one a line
+knob_names() {
+	grep -oE '^[[:space:]]*\[MT_KNOB_[A-Z0-9_]+\] = \{ "MT_[A-Z0-9_]+"' "$MT_ROOT/lib/base/knobs.c" | grep -oE '"MT_[A-Z0-9_]+"' | tr -d '"'
+}
+
+@test "--version -v lists every MT_* environment variable of the table, its default or value and its meaning" {
+	names=$(knob_names)
+	[ "$(echo "$names" | wc -l)" -ge 20 ]
+	run -0 --separate-stderr mt-train --version -v
+	[ -z "$stderr" ]
+	[[ $output == *"environment (docs/environment.md):"* ]]
+	for n in $names; do
+		[[ $output == *"  $n (default: "* ]] || { echo "$n missing from mt-train --version -v"; false; }
+	done
+	[[ $output == *"test hook: "* ]]
+	# a set variable shows its value; -v before --version works too; plain --version has no table
+	MT_CUDA_WORKSPACE_MB=64 run -0 mt-index -v --version
+	[[ $output == *"  MT_CUDA_WORKSPACE_MB=64"* ]]
+	run -0 mt-train --version
+	[[ $output != *"MT_CUDA_WORKSPACE_MB"* ]]
+}
+
+@test "docs/environment.md documents every MT_* environment variable of the table" {
+	for n in $(knob_names); do
+		grep -q "^| \`$n\` |" "$MT_ROOT/docs/environment.md" || { echo "$n missing from docs/environment.md"; false; }
+	done
+}
+
+@test "no MT_* environment variable is read outside lib/base/knobs.c (readers go through base/knobs.h)" {
+	cd "$MT_ROOT"
+	run grep -rnE --include='*.c' --include='*.cc' --include='*.cu' --include='*.cuh' --include='*.h' \
+		'(getenv|env_is)\("MT_' lib bin kernels
+	hits=$(printf '%s\n' "$output" | grep -v '^lib/base/knobs\.c:' | grep -v '^kernels/bench/' | grep . || true)
+	[ -z "$hits" ] || { echo "read these through base/knobs.h (mt_knob_*):"; echo "$hits"; false; }
+}

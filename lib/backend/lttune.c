@@ -9,6 +9,7 @@
 
 #include "base/atomic.h"
 #include "base/files.h"
+#include "base/knobs.h"
 #include "base/log.h"
 
 _Static_assert(sizeof(struct mt_lt_key) == 4 * sizeof(int) + 6 * sizeof(int64_t) + 2 * sizeof(int),
@@ -289,7 +290,7 @@ static void tuned(void *ctx, const struct mt_lt_pick *p, const char *msg)
 
 int mt_lttune_setup(struct mt_lt *lt, struct mt_lttune **out, struct mt_err *err)
 {
-	const char *path = getenv("MT_CUDA_MATMUL_TUNING"), *ms_env = getenv("MT_CUDA_MATMUL_TUNING_MS");
+	const char *path = mt_knob_str(MT_KNOB_CUDA_MATMUL_TUNING), *ms_env = mt_knob_str(MT_KNOB_CUDA_MATMUL_TUNING_MS);
 	struct mt_lttune *t;
 	struct mt_lt_pick *picks = NULL;
 	char *text = NULL, *end;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/files.h"
+#include "base/knobs.h"
 
 #define MT_ATOMIC_SLOTS 256
 #define MT_ATOMIC_BUF (1 << 20)
@@ -66,14 +67,13 @@ void mt_atomic_step(const char *what)
 	long n, at = __atomic_load_n(&kill_at, __ATOMIC_RELAXED);
 
 	if (at < 0) {
-		const char *e = getenv("MT_ATOMIC_KILL_AT");
-		at = e ? atol(e) : 0;
+		at = (long)mt_knob_int(MT_KNOB_ATOMIC_KILL_AT);
 		__atomic_store_n(&kill_at, at > 0 ? at : 0, __ATOMIC_RELAXED);
 	}
 	if (at <= 0)
 		return;
 	n = __atomic_add_fetch(&steps, 1, __ATOMIC_SEQ_CST);
-	if (getenv("MT_ATOMIC_KILL_LOG")) {
+	if (mt_knob_set(MT_KNOB_ATOMIC_KILL_LOG)) {
 		char line[512];
 		int len = snprintf(line, sizeof(line), "atomic step %ld: %s\n", n, what);
 		if (len > 0 && write(2, line, (size_t)len < sizeof(line) ? (size_t)len : sizeof(line) - 1) < 0)

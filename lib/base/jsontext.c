@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 #define MAX_DEPTH 1000 /* about where Python's json gives up too */
 
 struct scan {
@@ -29,18 +31,7 @@ static void ws(struct scan *c)
 
 static int grow(struct mt_jsontext *j, size_t more)
 {
-	if (j->n + more > j->cap) {
-		size_t cap = j->cap ? j->cap : 4096;
-		char *nb;
-		while (cap < j->n + more)
-			cap *= 2;
-		nb = realloc(j->buf, cap);
-		if (!nb)
-			return -1;
-		j->buf = nb;
-		j->cap = cap;
-	}
-	return 0;
+	return mt_array_grow(&j->buf, &j->cap, j->n + more, 1, 4096);
 }
 
 static int hex4(const unsigned char *p, unsigned *v)

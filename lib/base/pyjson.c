@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 void mt_pyjson_init(struct mt_pyjson *j)
 {
 	memset(j, 0, sizeof(*j));
@@ -20,18 +22,9 @@ void mt_pyjson_free(struct mt_pyjson *j)
 
 static void put(struct mt_pyjson *j, const char *s, size_t n)
 {
-	if (j->n + n + 1 > j->cap) {
-		size_t cap = j->cap ? j->cap * 2 : 1024;
-		char *ns;
-		while (cap < j->n + n + 1)
-			cap *= 2;
-		ns = realloc(j->s, cap);
-		if (!ns) {
-			j->oom = 1;
-			return;
-		}
-		j->s = ns;
-		j->cap = cap;
+	if (mt_array_grow(&j->s, &j->cap, j->n + n + 1, 1, 1024)) {
+		j->oom = 1;
+		return;
 	}
 	memcpy(j->s + j->n, s, n);
 	j->n += n;

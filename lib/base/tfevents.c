@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/array.h"
 #include "base/progress.h"
 #include "base/tfevent.pb-c.h"
 
@@ -94,16 +95,8 @@ static int put_event(struct mt_tfevents *w, const Tensorflow__Event *ev, struct 
 	size_t n = tensorflow__event__get_packed_size(ev), need = w->qlen + n + 16;
 	unsigned char *r, len8[8];
 
-	if (need > w->qcap) {
-		size_t cap = w->qcap ? w->qcap : 4096;
-		unsigned char *q;
-		while (cap < need)
-			cap *= 2;
-		if (!(q = realloc(w->q, cap)))
-			return mt_err_set(err, MT_EXIT_IO, "out of memory queueing events for '%s'", w->path);
-		w->q = q;
-		w->qcap = cap;
-	}
+	if (mt_array_grow(&w->q, &w->qcap, need, 1, 4096))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory queueing events for '%s'", w->path);
 	r = w->q + w->qlen;
 	for (int i = 0; i < 8; i++)
 		len8[i] = (unsigned char)((uint64_t)n >> (8 * i));

@@ -17,6 +17,7 @@
 #include "base/atomic.h"
 #include "ckpt/ckpt.h"
 #include "base/files.h"
+#include "base/knobs.h"
 #include "model/gpt.h"
 #include "base/log.h"
 #include "ckpt/safetensors.h"
@@ -490,7 +491,7 @@ int mt_hf_export(const struct mt_model *m, const char *outdir, const struct mt_h
 		goto out;
 	r->tensors = ht.n;
 	/* test hook: a wrong weight, to show that the check below catches one */
-	if (getenv("MT_TEST_HF_EXPORT_CORRUPT") && ht.n > 0 && ht.t[ht.n / 2].shape[0] > 0)
+	if (mt_knob_set(MT_KNOB_TEST_HF_EXPORT_CORRUPT) && ht.n > 0 && ht.t[ht.n / 2].shape[0] > 0)
 		((float *)ht.data[ht.n / 2])[0] += 0.5f;
 	mpath = mt_path_join(tmp, "model.safetensors");
 	if (!mpath) {

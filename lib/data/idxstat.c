@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 void mt_idx_lenstat_init(struct mt_idx_lenstat *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -39,18 +41,8 @@ int mt_idx_lenstat_add(struct mt_idx_lenstat *s, int64_t len, int64_t count, str
 	} else {
 		if (s->nbig > SIZE_MAX / sizeof(int64_t) - (size_t)count)
 			return mt_err_set(err, MT_EXIT_IO, "out of memory");
-		if (s->nbig + (size_t)count > s->capbig) {
-			size_t cap = s->capbig ? s->capbig : 1024;
-			int64_t *b;
-
-			while (cap < s->nbig + (size_t)count)
-				cap *= 2;
-			b = realloc(s->big, cap * sizeof(int64_t));
-			if (!b)
-				return mt_err_set(err, MT_EXIT_IO, "out of memory");
-			s->big = b;
-			s->capbig = cap;
-		}
+		if (mt_array_grow(&s->big, &s->capbig, s->nbig + (size_t)count, sizeof(int64_t), 1024))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		for (int64_t k = 0; k < count; k++)
 			s->big[s->nbig++] = len;
 		s->big_sorted = 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "base/utf8.h"
 #include "text/zeroshot.h"
 
@@ -18,96 +19,67 @@ struct cand {
 	double ll;
 };
 
-struct str {
-	char *p;
-	size_t n, cap;
-};
-
-static int add(struct str *s, const char *p, size_t n)
-{
-	if (s->n + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap : 128;
-		char *q;
-		while (cap < s->n + n + 1)
-			cap *= 2;
-		if (!(q = realloc(s->p, cap)))
-			return -1;
-		s->p = q;
-		s->cap = cap;
-	}
-	memcpy(s->p + s->n, p, n);
-	s->n += n;
-	s->p[s->n] = '\0';
-	return 0;
-}
-
-static int adds(struct str *s, const char *p)
-{
-	return add(s, p, strlen(p));
-}
-
 /* s.replace(from, to), Python's: non-overlapping, left to right */
-static int replace(struct str *s, const char *from, const char *to)
+static int replace(struct mt_strbuf *s, const char *from, const char *to)
 {
-	struct str o = { 0 };
+	struct mt_strbuf o = MT_STRBUF_INIT;
 	size_t fl = strlen(from), i = 0;
 
-	if (adds(&o, ""))
+	if (mt_strbuf_appends(&o, ""))
 		return -1;
 	while (i < s->n) {
-		if (i + fl <= s->n && !memcmp(s->p + i, from, fl)) {
-			if (adds(&o, to))
+		if (i + fl <= s->n && !memcmp(s->s + i, from, fl)) {
+			if (mt_strbuf_appends(&o, to))
 				goto oom;
 			i += fl;
 		} else {
-			if (add(&o, s->p + i, 1))
+			if (mt_strbuf_append(&o, s->s + i, 1))
 				goto oom;
 			i++;
 		}
 	}
-	free(s->p);
+	mt_strbuf_free(s);
 	*s = o;
 	return 0;
 oom:
-	free(o.p);
+	mt_strbuf_free(&o);
 	return -1;
 }
 
 int mt_evalchoice_hellaswag_text(const char *s, size_t n, char **out, size_t *outn)
 {
-	struct str a = { 0 }, b = { 0 };
+	struct mt_strbuf a = MT_STRBUF_INIT, b = MT_STRBUF_INIT;
 	size_t beg, len, i = 0;
 
 	/* text.strip() */
 	mt_zs_strip(s, n, &beg, &len);
-	if (add(&a, s + beg, len) || adds(&a, "") || replace(&a, " [title]", ". "))
+	if (mt_strbuf_append(&a, s + beg, len) || mt_strbuf_appends(&a, "") || replace(&a, " [title]", ". "))
 		goto oom;
 	/* re.sub("\\[.*?\\]", "", text): '.' stops at a newline */
-	if (adds(&b, ""))
+	if (mt_strbuf_appends(&b, ""))
 		goto oom;
 	while (i < a.n) {
-		if (a.p[i] == '[') {
+		if (a.s[i] == '[') {
 			size_t j = i + 1;
-			while (j < a.n && a.p[j] != ']' && a.p[j] != '\n')
+			while (j < a.n && a.s[j] != ']' && a.s[j] != '\n')
 				j++;
-			if (j < a.n && a.p[j] == ']') {
+			if (j < a.n && a.s[j] == ']') {
 				i = j + 1;
 				continue;
 			}
 		}
-		if (add(&b, a.p + i, 1))
+		if (mt_strbuf_append(&b, a.s + i, 1))
 			goto oom;
 		i++;
 	}
 	if (replace(&b, "  ", " "))
 		goto oom;
-	free(a.p);
-	*out = b.p;
-	*outn = b.n;
+	mt_strbuf_free(&a);
+	*out = mt_strbuf_detach(&b, outn);
 	return 0;
 oom:
-	free(a.p);
-	free(b.p);
+	mt_strbuf_free(&a);
+	mt_strbuf_free(&b);
 	return -1;
 }
 
@@ -174,50 +146,50 @@ static size_t sl(json_t *o, const char *k)
 }
 
 /* One question's context, choices (a new JSON array of strings) and gold index. */
-static int question(json_t *j, const char *where, struct str *ctx, json_t **choices, int64_t *gold, const char **form,
+static int question(json_t *j, const char *where, struct mt_strbuf *ctx, json_t **choices, int64_t *gold, const char **form,
 		    struct mt_err *err)
 {
 	json_t *ch = NULL, *v;
 	size_t i;
 
 	*choices = NULL;
-	ctx->n = 0;
-	if (adds(ctx, ""))
+	mt_strbuf_reset(ctx);
+	if (mt_strbuf_appends(ctx, ""))
 		goto oom;
 	if (json_is_array(json_object_get(j, "endings")) && !json_object_get(j, "context")) {
 		/* HellaSwag */
 		json_t *e = json_object_get(j, "endings");
-		struct str raw = { 0 };
+		struct mt_strbuf raw = MT_STRBUF_INIT;
 		char *t;
 		size_t tn;
 		*form = "hellaswag";
 		if (is_str(j, "ctx_a") && is_str(j, "ctx_b") && is_str(j, "activity_label")) {
 			size_t k;
-			if (add(&raw, sv(j, "activity_label"), sl(j, "activity_label")) || adds(&raw, ": ") ||
-			    add(&raw, sv(j, "ctx_a"), sl(j, "ctx_a")) || adds(&raw, " "))
+			if (mt_strbuf_append(&raw, sv(j, "activity_label"), sl(j, "activity_label")) || mt_strbuf_appends(&raw, ": ") ||
+			    mt_strbuf_append(&raw, sv(j, "ctx_a"), sl(j, "ctx_a")) || mt_strbuf_appends(&raw, " "))
 				goto oom_raw;
 			k = raw.n;
-			if (add(&raw, sv(j, "ctx_b"), sl(j, "ctx_b")))
+			if (mt_strbuf_append(&raw, sv(j, "ctx_b"), sl(j, "ctx_b")))
 				goto oom_raw;
 			/* str.capitalize(), for ASCII letters */
 			for (size_t q = k; q < raw.n; q++) {
-				char c = raw.p[q];
+				char c = raw.s[q];
 				if (q == k && c >= 'a' && c <= 'z')
-					raw.p[q] = (char)(c - 'a' + 'A');
+					raw.s[q] = (char)(c - 'a' + 'A');
 				else if (q > k && c >= 'A' && c <= 'Z')
-					raw.p[q] = (char)(c - 'A' + 'a');
+					raw.s[q] = (char)(c - 'A' + 'a');
 			}
 		} else if (is_str(j, "ctx")) {
-			if (add(&raw, sv(j, "ctx"), sl(j, "ctx")) || adds(&raw, ""))
+			if (mt_strbuf_append(&raw, sv(j, "ctx"), sl(j, "ctx")) || mt_strbuf_appends(&raw, ""))
 				goto oom_raw;
 		} else {
 			return mt_err_set(err, MT_EXIT_DATA, "%s: a HellaSwag line needs \"activity_label\", \"ctx_a\" and \"ctx_b\", or \"ctx\"", where);
 		}
-		if (mt_evalchoice_hellaswag_text(raw.p, raw.n, &t, &tn))
+		if (mt_evalchoice_hellaswag_text(raw.s, raw.n, &t, &tn))
 			goto oom_raw;
-		free(raw.p);
-		free(ctx->p);
-		ctx->p = t;
+		mt_strbuf_free(&raw);
+		free(ctx->s);
+		ctx->s = t;
 		ctx->n = ctx->cap = tn;
 		ctx->cap++;
 		ch = json_array();
@@ -240,12 +212,12 @@ static int question(json_t *j, const char *where, struct str *ctx, json_t **choi
 		*choices = ch;
 		return 0;
 oom_raw:
-		free(raw.p);
+		mt_strbuf_free(&raw);
 		goto oom;
 	}
 	if (is_str(j, "goal") && is_str(j, "sol1") && is_str(j, "sol2")) {
 		*form = "piqa";
-		if (adds(ctx, "Question: ") || add(ctx, sv(j, "goal"), sl(j, "goal")) || adds(ctx, "\nAnswer:"))
+		if (mt_strbuf_appends(ctx, "Question: ") || mt_strbuf_append(ctx, sv(j, "goal"), sl(j, "goal")) || mt_strbuf_appends(ctx, "\nAnswer:"))
 			goto oom;
 		*choices = json_pack("[OO]", json_object_get(j, "sol1"), json_object_get(j, "sol2"));
 		if (label_index(json_object_get(j, "label"), gold))
@@ -260,7 +232,7 @@ oom_raw:
 		    !json_is_string(key))
 			return mt_err_set(err, MT_EXIT_DATA,
 					  "%s: an ARC line needs \"choices\": {\"text\": [...], \"label\": [...]} of one length and an \"answerKey\" string", where);
-		if (adds(ctx, "Question: ") || add(ctx, sv(j, "question"), sl(j, "question")) || adds(ctx, "\nAnswer:"))
+		if (mt_strbuf_appends(ctx, "Question: ") || mt_strbuf_append(ctx, sv(j, "question"), sl(j, "question")) || mt_strbuf_appends(ctx, "\nAnswer:"))
 			goto oom;
 		*gold = -1;
 		json_array_foreach(lab, i, v)
@@ -277,7 +249,7 @@ oom_raw:
 		const char *k = is_str(j, "context") ? "context" : "query";
 		json_t *g = json_object_get(j, "label") ? json_object_get(j, "label") : json_object_get(j, "gold");
 		*form = "generic";
-		if (add(ctx, sv(j, k), sl(j, k)))
+		if (mt_strbuf_append(ctx, sv(j, k), sl(j, k)))
 			goto oom;
 		ch = json_object_get(j, "choices");
 		*choices = json_incref(json_is_array(ch) ? ch : json_object_get(j, "endings"));
@@ -300,7 +272,7 @@ int mt_evalchoice_run(const struct mt_evaltext *x, const char *text, size_t n, c
 	int64_t *qfirst = NULL, *qgold = NULL, *qline = NULL;
 	int *qn = NULL;
 	struct mt_ids ce = { 0 }, we = { 0 };
-	struct str ctx = { 0 }, whole = { 0 };
+	struct mt_strbuf ctx = MT_STRBUF_INIT, whole = MT_STRBUF_INIT;
 	struct mt_lmeval_row *out = NULL;
 	int32_t *rows = NULL;
 	uint8_t *mask = NULL;
@@ -360,13 +332,13 @@ int mt_evalchoice_run(const struct mt_evaltext *x, const char *text, size_t n, c
 		nq++;
 		/* context whitespace moves to the continuation (lm-eval's _encode_pair) */
 		for (cn = ctx.n; cn > 0;) {
-			size_t s = mt_zs_space_before(ctx.p, cn);
+			size_t s = mt_zs_space_before(ctx.s, cn);
 			if (!s)
 				break;
 			cn -= s;
 		}
 		if (cn) {
-			if (encode(x, ctx.p, cn, &ce, where, err)) {
+			if (encode(x, ctx.s, cn, &ce, where, err)) {
 				json_decref(choices);
 				goto out;
 			}
@@ -386,9 +358,9 @@ int mt_evalchoice_run(const struct mt_evaltext *x, const char *text, size_t n, c
 				goto out;
 			}
 			/* whole = context + trailing space + " " + choice */
-			whole.n = 0;
+			mt_strbuf_reset(&whole);
 			cb = cn;
-			if (add(&whole, ctx.p, ctx.n) || adds(&whole, " ") || add(&whole, json_string_value(v), json_string_length(v))) {
+			if (mt_strbuf_append(&whole, ctx.s, ctx.n) || mt_strbuf_appends(&whole, " ") || mt_strbuf_append(&whole, json_string_value(v), json_string_length(v))) {
 				json_decref(choices);
 				mt_err_set(err, MT_EXIT_IO, "out of memory");
 				goto out;
@@ -407,7 +379,7 @@ int mt_evalchoice_run(const struct mt_evaltext *x, const char *text, size_t n, c
 			memset(c, 0, sizeof(*c));
 			c->len = chars(json_string_value(v), json_string_length(v));
 			if (cn) {
-				if (encode(x, whole.p, whole.n, &we, where, err)) {
+				if (encode(x, whole.s, whole.n, &we, where, err)) {
 					json_decref(choices);
 					goto out;
 				}
@@ -417,7 +389,7 @@ int mt_evalchoice_run(const struct mt_evaltext *x, const char *text, size_t n, c
 				c->cont = dup_ids(we.a + ce.n, c->ncont);
 			} else {
 				/* empty context: the end-of-document token, then the continuation alone */
-				if (encode(x, whole.p + cb, whole.n - cb, &we, where, err)) {
+				if (encode(x, whole.s + cb, whole.n - cb, &we, where, err)) {
 					json_decref(choices);
 					goto out;
 				}
@@ -517,6 +489,6 @@ out:
 	free(cand);
 	free(qfirst), free(qgold), free(qline), free(qn);
 	mt_ids_free(&ce), mt_ids_free(&we);
-	free(ctx.p), free(whole.p), free(rows), free(mask), free(out);
+	mt_strbuf_free(&ctx), mt_strbuf_free(&whole), free(rows), free(mask), free(out);
 	return rc;
 }

@@ -12,18 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/array.h"
+
 static int add_key(struct mt_ledger *l, int64_t iteration, const char *task)
 {
 	char buf[256];
 
-	if (l->nkeys == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		char **k = realloc(l->keys, cap * sizeof(*k));
-		if (!k)
-			return -1;
-		l->keys = k;
-		l->cap = cap;
-	}
+	if (mt_array_grow(&l->keys, &l->cap, l->nkeys + 1, sizeof(*l->keys), 64))
+		return -1;
 	snprintf(buf, sizeof(buf), "%lld\t%s", (long long)iteration, task);
 	if (!(l->keys[l->nkeys] = strdup(buf)))
 		return -1;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 int mt_gen_init(struct mt_gen *g, struct mt_infer *e, const struct mt_tokenizer *tok, struct mt_err *err)
 {
 	memset(g, 0, sizeof(*g));
@@ -101,16 +103,8 @@ size_t mt_gen_token_text(const struct mt_vocab *v, int32_t id, const char **s, c
 
 static int append(struct mt_gen_out *o, const char *s, size_t n, struct mt_err *err)
 {
-	if (o->text_len + n + 1 > o->text_cap) {
-		size_t cap = o->text_cap ? o->text_cap : 256;
-		char *t;
-		while (cap < o->text_len + n + 1)
-			cap *= 2;
-		if (!(t = realloc(o->text, cap)))
-			return mt_err_set(err, MT_EXIT_IO, "out of memory");
-		o->text = t;
-		o->text_cap = cap;
-	}
+	if (mt_array_grow(&o->text, &o->text_cap, o->text_len + n + 1, 1, 256))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	memcpy(o->text + o->text_len, s, n);
 	o->text_len += n;
 	o->text[o->text_len] = '\0';

@@ -17,6 +17,7 @@
 
 #include "infer/genapi.h"
 #include "infer/openai.h"
+#include "base/array.h"
 #include "base/log.h"
 
 struct mt_genserver {
@@ -181,16 +182,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		if (!u->too_big && u->len + *data_size > s->o.max_body)
 			u->too_big = 1;
 		if (!u->too_big) {
-			if (u->len + *data_size > u->cap) {
-				size_t cap = u->cap ? u->cap : 4096;
-				char *b;
-				while (cap < u->len + *data_size)
-					cap *= 2;
-				if (!(b = realloc(u->buf, cap)))
-					return MHD_NO;
-				u->buf = b;
-				u->cap = cap;
-			}
+			if (mt_array_grow(&u->buf, &u->cap, u->len + *data_size, 1, 4096))
+				return MHD_NO;
 			memcpy(u->buf + u->len, data, *data_size);
 			u->len += *data_size;
 		}

@@ -62,6 +62,7 @@
 #include "../../kernels/sampling.h"
 #include "../../kernels/swiglu.h"
 #include "base/log.h"
+#include "base/knobs.h"
 #include "infer/sample.h"
 
 #define WORKSPACE (32u << 20)
@@ -287,12 +288,12 @@ static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const stru
 {
 	struct gpu *s = calloc(1, sizeof(*s));
 	size_t free_b = 0, total_b = 0;
-	const char *ge = getenv("MT_CUDA_GRAPHS");
 	int ndev = 0;
 	cudaError_t ce;
 
 	if (!s)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory for the inference engine");
+	mt_knobs_to_kernels();
 	memset(e, 0, sizeof(*e));
 	e->ops = ops;
 	e->state = s;
@@ -332,7 +333,7 @@ static int gpu_init_dt(struct mt_infer *e, const struct mt_config *c, const stru
 		s->chunk = max_len;
 	s->lrows = max_batch > LOGIT_ROWS ? max_batch : LOGIT_ROWS;
 	s->cache_elems = (int64_t)max_batch * s->ng * max_len * s->hd;
-	s->use_graphs = !(ge && !strcmp(ge, "0"));
+	s->use_graphs = mt_knob_on(MT_KNOB_CUDA_GRAPHS);
 	s->bytes[0] = (size_t)t->total * s->es;
 	s->bytes[1] = plan(s, e, NULL);
 	s->pos = calloc((size_t)max_batch, sizeof(int));
@@ -597,12 +598,11 @@ _Static_assert(FUSED_MAX_ROWS <= MT_DLIN_MAX_ROWS, "the fused kernels take at mo
  * dependent launch */
 static void choose_decode(struct gpu *s, struct mt_infer *e)
 {
-	const char *fe = getenv("MT_DECODE_FUSED"), *pe = getenv("MT_CUDA_PDL");
 	int N = e->max_batch < FUSED_MAX_ROWS ? e->max_batch : FUSED_MAX_ROWS, dev = 0, major = 0, in, out;
 	struct dec_in d = dec_at(s->dec, e->max_batch);
 	struct mt_dlin a;
 
-	s->fused = !(fe && !strcmp(fe, "0"));
+	s->fused = mt_knob_on(MT_KNOB_DECODE_FUSED);
 	for (int l = 0; l < s->L && s->fused; l++)
 		for (int k = D_QKV; k <= D_FC2 && s->fused; k++) {
 			dlin_of(s, e, l, k, &d, &a, &in, &out);
@@ -612,9 +612,9 @@ static void choose_decode(struct gpu *s, struct mt_infer *e)
 		dlin_of(s, e, 0, D_HEAD, &d, &a, &in, &out);
 		s->fused = mt_decode_linear_fits(s->dt, &a, N, in, out);
 	}
-	if (!s->fused && !(fe && !strcmp(fe, "0")))
+	if (!s->fused && mt_knob_on(MT_KNOB_DECODE_FUSED))
 		mt_debug("CUDA inference engine: decode steps on the prefill's kernels: %s", mt_cuda_error());
-	s->pdl = s->fused && !(pe && !strcmp(pe, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
+	s->pdl = s->fused && mt_knob_on(MT_KNOB_CUDA_PDL) && cudaGetDevice(&dev) == cudaSuccess &&
 		 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
 }
 

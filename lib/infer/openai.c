@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/strbuf.h"
 #include "infer/genapi.h"
 
 void mt_openai_init(struct mt_openai *a, struct mt_gen *g, const char *model, uint64_t seed)
@@ -79,30 +80,6 @@ static int64_t chars(const char *s, size_t n)
 	for (size_t i = 0; i < n; i++)
 		c += ((unsigned char)s[i] & 0xC0) != 0x80;
 	return c;
-}
-
-/* a growing byte buffer */
-struct buf {
-	char *p;
-	size_t n, cap;
-};
-
-static int buf_add(struct buf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *q;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		if (!(q = realloc(b->p, cap)))
-			return -1;
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return 0;
 }
 
 static size_t token_text(const struct mt_gen *g, int32_t id, int first, const char **s, char buf[32])
@@ -188,7 +165,7 @@ static int prompt_list(json_t *p, json_t **list, int *np, char **resp, int *stat
 }
 
 /* prompt item -> ids in o (o zeroed) and its text in *text (bytes, malloc'd) */
-static int prompt_encode(struct mt_gen *g, json_t *v, int i, struct mt_gen_out *o, struct buf *text, char **resp,
+static int prompt_encode(struct mt_gen *g, json_t *v, int i, struct mt_gen_out *o, struct mt_strbuf *text, char **resp,
 			 int *status)
 {
 	struct mt_err err = { 0 };
@@ -199,7 +176,7 @@ static int prompt_encode(struct mt_gen *g, json_t *v, int i, struct mt_gen_out *
 			*status = fail(resp, err.code == MT_EXIT_IO ? 500 : 400, "prompt", NULL, "prompt %d: %s", i, err.msg);
 			return -1;
 		}
-		if (buf_add(text, json_string_value(v), json_string_length(v)))
+		if (mt_strbuf_append(text, json_string_value(v), json_string_length(v)))
 			goto oom;
 		return 0;
 	}
@@ -218,7 +195,7 @@ static int prompt_encode(struct mt_gen *g, json_t *v, int i, struct mt_gen_out *
 		}
 		o->prompt_ids[k] = (int32_t)id;
 		n = token_text(g, (int32_t)id, k == 0, &s, b);
-		if (buf_add(text, s, n))
+		if (mt_strbuf_append(text, s, n))
 			goto oom;
 	}
 	return 0;
@@ -259,17 +236,17 @@ static json_t *lp_value(float x)
 }
 
 /* one choice: text and logprobs */
-static json_t *choice_json(const struct mt_gen *g, const struct mt_gen_out *r, const struct buf *ptext, int index,
+static json_t *choice_json(const struct mt_gen *g, const struct mt_gen_out *r, const struct mt_strbuf *ptext, int index,
 			   int echo, int logprobs, int steps)
 {
 	json_t *c = json_object(), *lp = NULL;
-	struct buf t = { 0 };
+	struct mt_strbuf t = MT_STRBUF_INIT;
 	int ngen = r->n - (r->n && r->ids[r->n - 1] == g->eod && r->finish == MT_GEN_EOD);
 
 	if (echo)
-		buf_add(&t, ptext->p ? ptext->p : "", ptext->n);
-	buf_add(&t, r->text ? r->text : "", r->text_len);
-	json_object_set_new(c, "text", mt_genapi_bytes(t.p ? t.p : "", t.n));
+		mt_strbuf_append(&t, ptext->s ? ptext->s : "", ptext->n);
+	mt_strbuf_append(&t, r->text ? r->text : "", r->text_len);
+	json_object_set_new(c, "text", mt_genapi_bytes(t.s ? t.s : "", t.n));
 	json_object_set_new(c, "index", json_integer(index));
 	if (logprobs >= 0) {
 		json_t *toks = json_array(), *tlp = json_array(), *top = json_array(), *off = json_array();
@@ -281,7 +258,7 @@ static json_t *choice_json(const struct mt_gen *g, const struct mt_gen_out *r, c
 				int32_t id = r->prompt_ids[p];
 				size_t n = token_text(g, id, p == 0, &s, b);
 				json_array_append_new(toks, mt_genapi_bytes(s, n));
-				json_array_append_new(off, json_integer(chars(t.p, at < t.n ? at : t.n)));
+				json_array_append_new(off, json_integer(chars(t.s, at < t.n ? at : t.n)));
 				at += n;
 				if (p == 0) {
 					json_array_append_new(tlp, json_null());
@@ -297,7 +274,7 @@ static json_t *choice_json(const struct mt_gen *g, const struct mt_gen_out *r, c
 			int at_lp = r->nprompt - 1 + q;
 			size_t n = token_text(g, id, 0, &s, b);
 			json_array_append_new(toks, mt_genapi_bytes(s, n));
-			json_array_append_new(off, json_integer(chars(t.p, at < t.n ? at : t.n)));
+			json_array_append_new(off, json_integer(chars(t.s, at < t.n ? at : t.n)));
 			at += n;
 			json_array_append_new(tlp, lp_value(r->lp[at_lp]));
 			json_array_append_new(top, top_json(g, r, logprobs, at_lp, id, r->lp[at_lp]));
@@ -310,7 +287,7 @@ static json_t *choice_json(const struct mt_gen *g, const struct mt_gen_out *r, c
 	}
 	json_object_set_new(c, "logprobs", lp ? lp : json_null());
 	json_object_set_new(c, "finish_reason", json_string(r->finish == MT_GEN_LENGTH ? "length" : "stop"));
-	free(t.p);
+	mt_strbuf_free(&t);
 	return c;
 }
 
@@ -321,7 +298,7 @@ static int completions(struct mt_openai *a, const char *body, size_t len, char *
 	json_t *req = json_loadb(body, len, 0, &je), *v, *prompts = NULL, *out, *choices;
 	struct mt_gen_opts o = { .max_tokens = 16, .sp = { .temperature = 1.0 } };
 	struct mt_gen_out *res = NULL;
-	struct buf *ptext = NULL;
+	struct mt_strbuf *ptext = NULL;
 	const char **stop = NULL;
 	struct mt_err err = { 0 };
 	long long n = 1, max_tokens = 16, logprobs = -1, top_k = 0, seed;
@@ -489,7 +466,7 @@ done:
 	free(res);
 	if (ptext)
 		for (int i = 0; i < np; i++)
-			free(ptext[i].p);
+			mt_strbuf_free(&ptext[i]);
 	free(ptext);
 	free(stop);
 	json_decref(prompts);
@@ -534,7 +511,7 @@ static int detokenize(struct mt_openai *a, json_t *req, char **resp)
 {
 	struct mt_gen *g = a->g;
 	json_t *ids = json_object_get(req, "tokens"), *v;
-	struct buf t = { 0 };
+	struct mt_strbuf t = MT_STRBUF_INIT;
 	size_t i;
 
 	if (!json_is_array(ids))
@@ -544,18 +521,18 @@ static int detokenize(struct mt_openai *a, json_t *req, char **resp)
 		char b[32];
 		size_t n;
 		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= g->e->vocab) {
-			free(t.p);
+			mt_strbuf_free(&t);
 			return fail(resp, 400, "tokens", NULL, "tokens[%zu] is not a token id of the model (0..%lld)", i,
 				    (long long)g->e->vocab - 1);
 		}
 		n = token_text(g, (int32_t)json_integer_value(v), i == 0, &s, b);
-		if (buf_add(&t, s, n)) {
-			free(t.p);
+		if (mt_strbuf_append(&t, s, n)) {
+			mt_strbuf_free(&t);
 			return fail(resp, 500, NULL, NULL, "out of memory");
 		}
 	}
-	*resp = dump(json_pack("{s:o}", "prompt", mt_genapi_bytes(t.p ? t.p : "", t.n)));
-	free(t.p);
+	*resp = dump(json_pack("{s:o}", "prompt", mt_genapi_bytes(t.s ? t.s : "", t.n)));
+	mt_strbuf_free(&t);
 	return 200;
 }
 

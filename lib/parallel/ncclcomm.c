@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/knobs.h"
+
 #if defined(MT_HAVE_CUDA) && defined(MT_HAVE_NCCL)
 
 #include <cuda_runtime_api.h>
@@ -67,7 +69,7 @@ static void nap(long spins)
 
 static int load(struct mt_err *err)
 {
-	const char *path = getenv("MT_NCCL_LIBRARY");
+	const char *path = mt_knob_str(MT_KNOB_NCCL_LIBRARY);
 	struct {
 		const char *name;
 		void **fn;
@@ -192,7 +194,6 @@ int mt_nccl_open(struct mt_nccl **out, struct mt_dist *d, struct mt_err *err)
  * to the first transfers (for comparisons) */
 static int connect_ring(struct mt_nccl **edge, struct mt_err *err)
 {
-	const char *env = getenv("MT_PP_NCCL_PRECONNECT");
 	double t0 = now(), timeout = edge[0]->d->timeout;
 	cudaStream_t st = NULL;
 	float *buf = NULL;
@@ -200,7 +201,7 @@ static int connect_ring(struct mt_nccl **edge, struct mt_err *err)
 	ncclResult_t r;
 	int rc = 0;
 
-	if (env && !strcmp(env, "0"))
+	if (!mt_knob_on(MT_KNOB_PP_NCCL_PRECONNECT))
 		return 0;
 	e = cudaMalloc((void **)&buf, 4 * sizeof(float));
 	if (e == cudaSuccess)

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 #include "text/hfjson.h"
-#include "text/spm.h"
 
 #define CACHE_SLOTS (1u << 14) /* per encoder, about 1.2 MiB: 94% of a 64K cache's hits */
 #define CACHE_BYTES 30
@@ -28,19 +29,7 @@ struct mt_bpe_heap_ent {
 
 int mt_ids_reserve(struct mt_ids *ids, size_t more)
 {
-	size_t want = ids->n + more, cap = ids->cap ? ids->cap : 1024;
-	int32_t *a;
-
-	if (want <= ids->cap)
-		return 0;
-	while (cap < want)
-		cap *= 2;
-	a = realloc(ids->a, cap * sizeof(*a));
-	if (!a)
-		return -1;
-	ids->a = a;
-	ids->cap = cap;
-	return 0;
+	return mt_array_grow(&ids->a, &ids->cap, ids->n + more, sizeof(*ids->a), 1024);
 }
 
 void mt_ids_free(struct mt_ids *ids)
@@ -379,8 +368,8 @@ int mt_bpe_encode(struct mt_bpe *b, const char *text, size_t n, struct mt_ids *o
 {
 	if (b->v->kind == MT_VOCAB_NULL)
 		return encode_null(b, text, n, out, err);
-	if (b->v->kind == MT_VOCAB_SPM)
-		return mt_spm_encode(b->v->spm, text, n, &out->a, &out->n, &out->cap, err);
+	if (b->v->ops && b->v->ops->encode)
+		return b->v->ops->encode(b->v, text, n, &out->a, &out->n, &out->cap, err);
 	if (b->v->hf.nnorm || b->v->hf.npre || b->v->hf.npost)
 		return encode_hf(b, text, n, out, err);
 	if (b->nadded)
@@ -444,8 +433,8 @@ static int encode_plain(struct mt_bpe *b, const char *text, size_t n, struct mt_
 int mt_bpe_decode(const struct mt_vocab *v, const int32_t *ids, size_t n, char **buf,
 		  size_t *len, size_t *cap, struct mt_err *err)
 {
-	if (v->kind == MT_VOCAB_SPM)
-		return mt_spm_decode(v->spm, ids, n, buf, len, cap, err);
+	if (v->ops && v->ops->decode)
+		return v->ops->decode(v, ids, n, buf, len, cap, err);
 	for (size_t i = 0; i < n; i++) {
 		int32_t id = ids[i];
 		char tmp[16];

@@ -7,7 +7,8 @@
  * linear scan, long ones (runs of spaces, say) a heap, so a piece of n bytes costs
  * O(n log n) at worst. One struct mt_bpe per thread; the vocabulary and the compiled
  * pattern are shared read-only. The NullTokenizer (ids written as integers) lives here
- * too, and a SentencePiece vocabulary (MT_VOCAB_SPM) is passed through to spm.h, so
+ * too, and a vocabulary whose kind encodes itself (SentencePiece, MT_VOCAB_SPM) is passed
+ * through to its table (vocab.h's struct mt_vocab_ops, filled by spm.c), so
  * callers see one encode and one decode function for every tokenizer type. */
 #ifndef MT_BPE_H
 #define MT_BPE_H

@@ -188,6 +188,17 @@ int mt_hfjson_load(struct mt_vocab *v, json_t *root, const char *file, struct mt
 	return 0;
 }
 
+static void vocab_free(struct mt_vocab *v)
+{
+	mt_hfjson_free(&v->hf);
+}
+
+const struct mt_vocab_ops mt_hfjson_ops = {
+	.name = "tokenizer.json",
+	.load_json = mt_hfjson_load,
+	.free = vocab_free,
+};
+
 /* Hugging Face tokenizers normalizes with Unicode 9.0 tables: a code point assigned later
  * is left as it is and counts as a starter (combining class 0). unicode_post9.h lists those
  * of them that utf8proc (a later Unicode) would change, move or compose; the text is

@@ -21,6 +21,9 @@
 int mt_hfjson_load(struct mt_vocab *v, json_t *root, const char *file, struct mt_err *err);
 void mt_hfjson_free(struct mt_hf_extra *x);
 
+/* The table mt_vocab_load_hf is given: load_json is mt_hfjson_load, free mt_hfjson_free. */
+extern const struct mt_vocab_ops mt_hfjson_ops;
+
 /* The normalized text of s[0..n) in *out (malloc'ed, *outn bytes); v must have steps. */
 int mt_hfjson_normalize(const struct mt_vocab *v, const char *s, size_t n, char **out, size_t *outn,
 			struct mt_err *err);

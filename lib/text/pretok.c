@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
+
 static const struct {
 	const char *name, *re;
 } named[] = {
@@ -36,30 +38,6 @@ const char *mt_pretok_named(const char *name)
 	return NULL;
 }
 
-struct sbuf {
-	char *s;
-	size_t n, cap;
-};
-
-static int sb_add(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *ns;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		ns = realloc(b->s, cap);
-		if (!ns)
-			return -1;
-		b->s = ns;
-		b->cap = cap;
-	}
-	memcpy(b->s + b->n, s, n);
-	b->n += n;
-	b->s[b->n] = '\0';
-	return 0;
-}
-
 static const char *class_members(const char *name, size_t n)
 {
 	for (size_t i = 0; i < sizeof(mt_unicode_classes) / sizeof(mt_unicode_classes[0]); i++)
@@ -74,7 +52,7 @@ static const char *class_members(const char *name, size_t n)
  * is refused. Properties without a table entry are left to PCRE2. */
 static char *rewrite(const char *re, struct mt_err *err)
 {
-	struct sbuf b = { 0 };
+	struct mt_strbuf b = MT_STRBUF_INIT;
 	size_t n = strlen(re);
 	int in_class = 0, bad = 0;
 
@@ -107,39 +85,39 @@ static char *rewrite(const char *re, struct mt_err *err)
 					members = class_members(name, nlen);
 			}
 			if (!members) {
-				bad |= sb_add(&b, re + i, 2);
+				bad |= mt_strbuf_append(&b, re + i, 2);
 				i++;
 				continue;
 			}
 			if (in_class && neg) {
-				free(b.s);
+				mt_strbuf_free(&b);
 				mt_err_set(err, MT_EXIT_USAGE, "pattern: a negated set (\\S, \\P{..}) inside a character class is not supported");
 				return NULL;
 			}
 			if (!in_class)
-				bad |= sb_add(&b, neg ? "[^" : "[", neg ? 2 : 1);
-			bad |= sb_add(&b, members, strlen(members));
+				bad |= mt_strbuf_append(&b, neg ? "[^" : "[", neg ? 2 : 1);
+			bad |= mt_strbuf_append(&b, members, strlen(members));
 			if (!in_class)
-				bad |= sb_add(&b, "]", 1);
+				bad |= mt_strbuf_append(&b, "]", 1);
 			i += skip - 1;
 			continue;
 		}
 		if (c == '[' && !in_class) {
 			in_class = 1;
-			bad |= sb_add(&b, re + i, 1);
+			bad |= mt_strbuf_append(&b, re + i, 1);
 			/* a leading ^ and a leading ] belong to the class syntax */
 			if (i + 1 < n && re[i + 1] == '^')
-				bad |= sb_add(&b, re + ++i, 1);
+				bad |= mt_strbuf_append(&b, re + ++i, 1);
 			if (i + 1 < n && re[i + 1] == ']')
-				bad |= sb_add(&b, re + ++i, 1);
+				bad |= mt_strbuf_append(&b, re + ++i, 1);
 			continue;
 		}
 		if (c == ']' && in_class)
 			in_class = 0;
-		bad |= sb_add(&b, &c, 1);
+		bad |= mt_strbuf_append(&b, &c, 1);
 	}
 	if (bad || !b.s) {
-		free(b.s);
+		mt_strbuf_free(&b);
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
 		return NULL;
 	}

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 static const struct {
 	const char *name;
 	enum mt_spm_type type;
@@ -178,6 +180,7 @@ int mt_spm_load(struct mt_vocab *v, const char *model_file, enum mt_spm_type t, 
 	for (int i = 0; i < s->nspecial; i++)
 		arena += s->special[i].len;
 	v->kind = MT_VOCAB_SPM;
+	v->ops = &mt_spm_ops;
 	v->spm = s;
 	v->n = n;
 	v->arena = malloc(arena + 1);
@@ -219,14 +222,8 @@ int mt_spm_encode(const struct mt_spm *s, const char *text, size_t n, int32_t **
 {
 	if (s->type == MT_SPM_LLAMA2) {
 		/* Megatron's tokenize(s, bos=True, eos=False) */
-		if (*nids + 1 > *cap) {
-			size_t nc = *cap ? *cap * 2 : 1024;
-			int32_t *na = realloc(*ids, nc * sizeof(*na));
-			if (!na)
-				return mt_err_set(err, MT_EXIT_IO, "out of memory");
-			*ids = na;
-			*cap = nc;
-		}
+		if (mt_array_grow(ids, cap, *nids + 1, sizeof(**ids), 1024))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		(*ids)[(*nids)++] = s->bos;
 	}
 	if (s->type != MT_SPM_SENTENCEPIECE)
@@ -247,14 +244,8 @@ int mt_spm_encode(const struct mt_spm *s, const char *text, size_t n, int32_t **
 			break;
 		if (mt_spmodel_encode(s->model, text, (size_t)(best - text), ids, nids, cap, err))
 			return -1;
-		if (*nids + 1 > *cap) {
-			size_t nc = *cap ? *cap * 2 : 1024;
-			int32_t *na = realloc(*ids, nc * sizeof(*na));
-			if (!na)
-				return mt_err_set(err, MT_EXIT_IO, "out of memory");
-			*ids = na;
-			*cap = nc;
-		}
+		if (mt_array_grow(ids, cap, *nids + 1, sizeof(**ids), 1024))
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		(*ids)[(*nids)++] = s->special[bi].id;
 		n -= (size_t)(best - text) + s->special[bi].len;
 		text = best + s->special[bi].len;
@@ -264,17 +255,8 @@ int mt_spm_encode(const struct mt_spm *s, const char *text, size_t n, int32_t **
 
 static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, struct mt_err *err)
 {
-	if (*len + n + 1 > *cap) {
-		size_t nc = *cap ? *cap : 4096;
-		char *nb;
-		while (nc < *len + n + 1)
-			nc *= 2;
-		nb = realloc(*buf, nc);
-		if (!nb)
-			return mt_err_set(err, MT_EXIT_IO, "out of memory");
-		*buf = nb;
-		*cap = nc;
-	}
+	if (mt_array_grow(buf, cap, *len + n + 1, 1, 4096))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	memcpy(*buf + *len, s, n);
 	*len += n;
 	(*buf)[*len] = '\0';
@@ -306,3 +288,27 @@ int mt_spm_decode(const struct mt_spm *s, const int32_t *ids, size_t n, char **b
 	}
 	return mt_spmodel_decode(s->model, ids + last, n - last, buf, len, cap, err);
 }
+
+static int vocab_encode(const struct mt_vocab *v, const char *text, size_t n, int32_t **ids, size_t *nids,
+			size_t *cap, struct mt_err *err)
+{
+	return mt_spm_encode(v->spm, text, n, ids, nids, cap, err);
+}
+
+static int vocab_decode(const struct mt_vocab *v, const int32_t *ids, size_t n, char **buf, size_t *len,
+			size_t *cap, struct mt_err *err)
+{
+	return mt_spm_decode(v->spm, ids, n, buf, len, cap, err);
+}
+
+static void vocab_free(struct mt_vocab *v)
+{
+	mt_spm_free(v->spm);
+}
+
+const struct mt_vocab_ops mt_spm_ops = {
+	.name = "SentencePiece",
+	.encode = vocab_encode,
+	.decode = vocab_decode,
+	.free = vocab_free,
+};

@@ -13,7 +13,8 @@
  * Decoding is the model's, with SentencePieceTokenizer's special ids written between
  * spaces as Megatron's detokenize writes them. A tokenizer loads into a struct mt_vocab
  * of kind MT_VOCAB_SPM (ids, eod, vocab_size, each id's text for streaming output), so
- * the tools see it as they see the others; bpe.c passes encode and decode through here. */
+ * the tools see it as they see the others; bpe.c passes encode and decode through here
+ * (through the vocabulary's table, mt_spm_ops). */
 #ifndef MT_SPM_H
 #define MT_SPM_H
 
@@ -52,6 +53,9 @@ enum mt_spm_type mt_spm_type_parse(const char *name);
 /* Load model_file as tokenizer type t into v (kind MT_VOCAB_SPM). */
 int mt_spm_load(struct mt_vocab *v, const char *model_file, enum mt_spm_type t, struct mt_err *err);
 void mt_spm_free(struct mt_spm *s);
+
+/* The table mt_spm_load points the vocabulary at: encode, decode and free go here. */
+extern const struct mt_vocab_ops mt_spm_ops;
 
 /* Append the ids of text[0..n) (valid UTF-8) as Megatron's tokenize() gives them. */
 int mt_spm_encode(const struct mt_spm *s, const char *text, size_t n, int32_t **ids, size_t *nids,

@@ -10,6 +10,7 @@
 
 #include "text/bpe.h"
 #include "data/idx.h"
+#include "base/array.h"
 #include "base/input.h"
 #include "base/jsontext.h"
 #include "base/log.h"
@@ -134,17 +135,8 @@ static void submit_batch(struct pipe *p, struct batch *b, int64_t consumed)
 
 static int add_record(struct batch *b, const char *s, size_t n, const char *origin, int64_t line)
 {
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : BATCH_BYTES + 4096;
-		char *nb;
-		while (cap < b->len + n)
-			cap *= 2;
-		nb = realloc(b->buf, cap);
-		if (!nb)
-			return -1;
-		b->buf = nb;
-		b->cap = cap;
-	}
+	if (mt_array_grow(&b->buf, &b->cap, b->len + n, 1, BATCH_BYTES + 4096))
+		return -1;
 	if (b->nrec == b->reccap) {
 		int cap = b->reccap ? b->reccap * 2 : 1024;
 		struct rec *nr = realloc(b->recs, (size_t)cap * sizeof(*nr));
@@ -382,28 +374,16 @@ static void *reader_main(void *arg)
 
 static int key_doc_begin(struct key_out *k)
 {
-	if (k->ndoc == k->dcap) {
-		size_t cap = k->dcap ? k->dcap * 2 : 1024;
-		int32_t *n = realloc(k->nseq, cap * sizeof(*n));
-		if (!n)
-			return -1;
-		k->nseq = n;
-		k->dcap = cap;
-	}
+	if (mt_array_grow(&k->nseq, &k->dcap, k->ndoc + 1, sizeof(*k->nseq), 1024))
+		return -1;
 	k->nseq[k->ndoc++] = 0;
 	return 0;
 }
 
 static int key_seq_add(struct key_out *k, int32_t len)
 {
-	if (k->nlens == k->lcap) {
-		size_t cap = k->lcap ? k->lcap * 2 : 1024;
-		int32_t *n = realloc(k->lens, cap * sizeof(*n));
-		if (!n)
-			return -1;
-		k->lens = n;
-		k->lcap = cap;
-	}
+	if (mt_array_grow(&k->lens, &k->lcap, k->nlens + 1, sizeof(*k->lens), 1024))
+		return -1;
 	k->lens[k->nlens++] = len;
 	k->nseq[k->ndoc - 1]++;
 	return 0;

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "text/hfjson.h"
 #include "text/spm.h"
 
 #define TYPES "GPT2BPETokenizer, TikTokenizer, HuggingFaceTokenizer, SentencePieceTokenizer, " \
@@ -28,7 +29,7 @@ int mt_tokenizer_load(struct mt_tokenizer *t, const struct mt_tokenizer_args *a,
 	} else if (strcmp(a->type, "HuggingFaceTokenizer") == 0) {
 		if (!a->tokenizer_model)
 			return mt_err_set(err, MT_EXIT_USAGE, "HuggingFaceTokenizer needs --tokenizer-model (a tokenizer.json)");
-		if (mt_vocab_load_hf(&t->vocab, a->tokenizer_model, err))
+		if (mt_vocab_load_hf(&t->vocab, a->tokenizer_model, &mt_hfjson_ops, err))
 			return -1;
 	} else if (mt_spm_type_parse(a->type)) {
 		if (!a->tokenizer_model)

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "base/input.h"
-#include "text/hfjson.h"
-#include "text/spm.h"
 
 /* ---- GPT-2's byte <-> character mapping ------------------------------------------- */
 
@@ -238,6 +237,8 @@ static int build_pairs_all_splits(struct mt_vocab *v, struct mt_err *err)
 
 void mt_vocab_free(struct mt_vocab *v)
 {
+	if (v->ops && v->ops->free)
+		v->ops->free(v);
 	free(v->arena);
 	free(v->off);
 	free(v->len);
@@ -246,8 +247,6 @@ void mt_vocab_free(struct mt_vocab *v)
 	free(v->tab);
 	free(v->pairs);
 	free(v->pattern);
-	mt_spm_free(v->spm);
-	mt_hfjson_free(&v->hf);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -552,14 +551,9 @@ int mt_vocab_load_tiktoken(struct mt_vocab *v, const char *rank_file, struct mt_
 				   rank_file, (long long)lineno);
 			goto out;
 		}
-		if (nent == entcap) {
-			entcap = entcap ? entcap * 2 : 65536;
-			void *ne = realloc(ent, entcap * sizeof(*ent));
-			if (!ne) {
-				mt_err_set(err, MT_EXIT_IO, "out of memory");
-				goto out;
-			}
-			ent = ne;
+		if (mt_array_grow(&ent, &entcap, nent + 1, sizeof(*ent), 65536)) {
+			mt_err_set(err, MT_EXIT_IO, "out of memory");
+			goto out;
 		}
 		ent[nent].off = (int64_t)used;
 		ent[nent].len = (uint32_t)n;
@@ -675,7 +669,8 @@ static int hf_pre_tokenizer(struct mt_vocab *v, json_t *pt, const char *file, st
 			  "Split with a regex, a Sequence of them)", file, type ? type : "?");
 }
 
-int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_err *err)
+int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, const struct mt_vocab_ops *ops,
+		     struct mt_err *err)
 {
 	json_error_t je;
 	json_t *root, *model, *vocab, *merges, *added, *val, *item;
@@ -687,6 +682,7 @@ int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_e
 
 	memset(v, 0, sizeof(*v));
 	v->kind = MT_VOCAB_HF;
+	v->ops = ops;
 	v->eod = -1;
 	root = json_load_file(tokenizer_json, 0, &je);
 	if (!root) {
@@ -805,7 +801,7 @@ int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_e
 			v->rank[im] = (int32_t)i;
 	}
 	if (hf_pre_tokenizer(v, json_object_get(root, "pre_tokenizer"), tokenizer_json, err) ||
-	    mt_hfjson_load(v, root, tokenizer_json, err))
+	    (ops && ops->load_json && ops->load_json(v, root, tokenizer_json, err)))
 		goto out;
 	static const char *const eods[] = { "<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eot_id|>" };
 	for (size_t e = 0; e < sizeof(eods) / sizeof(eods[0]) && v->eod < 0; e++)

@@ -25,6 +25,27 @@ enum mt_vocab_kind {
 };
 
 struct mt_spm;
+struct mt_vocab;
+struct json_t;
+
+/* What a tokenizer kind adds to the common shape below: tokenizer.json's normalizer and
+ * post-processor (hfjson.h's mt_hfjson_ops), a SentencePiece model that encodes and decodes
+ * itself (spm.h's mt_spm_ops). The kind fills one table and its loader points v->ops at
+ * it; this file and bpe.c call through the table, so they need not include the kind's
+ * header. Any entry may be NULL. */
+struct mt_vocab_ops {
+	const char *name;
+	/* read the kind's parts of a parsed tokenizer.json (root) into v */
+	int (*load_json)(struct mt_vocab *v, struct json_t *root, const char *file, struct mt_err *err);
+	/* append the ids of text[0..n), in place of the merge loop */
+	int (*encode)(const struct mt_vocab *v, const char *text, size_t n, int32_t **ids, size_t *nids,
+		      size_t *cap, struct mt_err *err);
+	/* append the text of ids, in place of the byte concatenation */
+	int (*decode)(const struct mt_vocab *v, const int32_t *ids, size_t n, char **buf, size_t *len,
+		      size_t *cap, struct mt_err *err);
+	/* free what the kind added (mt_vocab_free calls it first) */
+	void (*free)(struct mt_vocab *v);
+};
 
 /* tokenizer.json's normalizer steps and the post-processor's ids around a text (hfjson.h) */
 struct mt_hf_norm {
@@ -66,12 +87,15 @@ struct mt_vocab {
 	int add_prefix_space;   /* HF ByteLevel add_prefix_space */
 	struct mt_spm *spm;     /* MT_VOCAB_SPM: the model and Megatron's type (spm.h) */
 	struct mt_hf_extra hf;  /* MT_VOCAB_HF: normalizer and post-processor */
+	const struct mt_vocab_ops *ops; /* the kind's table, NULL for the plain kinds */
 };
 
 int mt_vocab_load_gpt2(struct mt_vocab *v, const char *vocab_json, const char *merges_txt,
 		       struct mt_err *err);
 int mt_vocab_load_tiktoken(struct mt_vocab *v, const char *rank_file, struct mt_err *err);
-int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, struct mt_err *err);
+/* ops reads the file's parts around the model and pre-tokenizer (hfjson.h's mt_hfjson_ops). */
+int mt_vocab_load_hf(struct mt_vocab *v, const char *tokenizer_json, const struct mt_vocab_ops *ops,
+		     struct mt_err *err);
 /* NullTokenizer: ids 0..vocab_size-1 are taken as they are; eod = vocab_size (Megatron). */
 int mt_vocab_init_null(struct mt_vocab *v, int64_t vocab_size, struct mt_err *err);
 void mt_vocab_free(struct mt_vocab *v);

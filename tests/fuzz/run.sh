@@ -32,7 +32,7 @@ if ! "$CLANG" "${FLAGS[@]}" -o "$OUT/probe" "$OUT/probe.c" >"$OUT/probe.log" 2>&
 	exit 77
 fi
 
-SRC=(tests/fuzz/fuzz_idx.c lib/data/idx.c lib/data/idxcheck.c lib/data/idxstat.c lib/base/atomic.c lib/base/err.c lib/base/files.c)
+SRC=(tests/fuzz/fuzz_idx.c lib/data/idx.c lib/data/idxcheck.c lib/data/idxstat.c lib/base/array.c lib/base/atomic.c lib/base/err.c lib/base/files.c lib/base/knobs.c)
 echo "# building $OUT/fuzz_idx with $CLANG"
 "$CLANG" "${FLAGS[@]}" -o "$OUT/fuzz_idx" "${SRC[@]}" -lpthread || exit 1
 python3 tests/fuzz/make-seeds.py "$OUT/seeds" || exit 1
