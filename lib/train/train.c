@@ -18,6 +18,7 @@
 #include "parallel/tpcomm.h"
 #include "train/estimate.h"
 #include "base/atomic.h"
+#include "base/knobs.h"
 #include "base/log.h"
 #include "base/mix.h"
 #include "model/params.h"
@@ -614,7 +615,7 @@ static int save(struct trainer *tr, struct mt_err *err)
 	sv->copied = !sv->copy;
 	sv->wanted = sv->waited = 0;
 	sv->site[0] = 0;
-	sv->late = sv->copy && getenv("MT_TEST_ASYNC_SAVE_LATE") && atoi(getenv("MT_TEST_ASYNC_SAVE_LATE")) > 0;
+	sv->late = sv->copy && mt_knob_int(MT_KNOB_TEST_ASYNC_SAVE_LATE) > 0;
 	sv->copy_s = 0;
 	if (!sv->copy) {
 		rc = copy_state(tr, err);

@@ -32,6 +32,7 @@
 #include "../../../kernels/norm.h"
 #include "backend/cuda/cu.h"
 #include "backend/lttune.h"
+#include "base/knobs.h"
 #include "base/log.h"
 #include "parallel/ncclcomm.h"
 #include "parallel/ddpplan.h"
@@ -39,8 +40,8 @@
 /* cuBLASLt's workspace: 32 MiB, or MT_CUDA_WORKSPACE_MB from the environment */
 static size_t workspace_bytes(void)
 {
-	const char *e = getenv("MT_CUDA_WORKSPACE_MB");
-	return (e && atoi(e) > 0 ? (size_t)atoi(e) : 32) << 20;
+	long long mb = mt_knob_int(MT_KNOB_CUDA_WORKSPACE_MB);
+	return (size_t)(mb > 0 ? mb : 32) << 20;
 }
 
 static const char *const pcat_name[P_NCAT] = { "matmul fwd", "matmul bwd input", "matmul bwd weight", "matmul output layer", "attention fwd", "attention bwd", "norm", "bias grad", "activation+rope", "classifier",
@@ -425,6 +426,7 @@ int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_
 	s->dt = s->o.precision == MT_PREC_BF16 ? MT_BF16 : s->o.precision == MT_PREC_FP16 ? MT_F16 : MT_F32;
 	s->es = s->dt == MT_F32 ? 4 : 2;
 	mt_attention_deterministic = s->o.deterministic;
+	mt_knobs_to_kernels();
 	s->B = micro_batch;
 	s->T = c->seq_length;
 	s->N = s->B * s->T;
@@ -462,8 +464,7 @@ int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_
 	 * 1,504 at 65,536) lost up to 0.9 ms so, and stay as they are. MT_CUDA_EQUAL_CHUNKS=0:
 	 * never; 2: always (comparisons) */
 	{
-		const char *ev = getenv("MT_CUDA_EQUAL_CHUNKS");
-		int mode = ev ? atoi(ev) : 1;
+		int mode = (int)mt_knob_int(MT_KNOB_CUDA_EQUAL_CHUNKS);
 		int64_t nc = (s->N + s->chunk_rows - 1) / s->chunk_rows, last = s->N - (nc - 1) * s->chunk_rows;
 		if (nc > 1 && (mode == 2 || (mode == 1 && last * 8 < s->chunk_rows))) {
 			int64_t r = (s->N + nc - 1) / nc, r64 = (r + 63) / 64 * 64;
@@ -474,7 +475,7 @@ int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_
 	s->scale = s->o.precision != MT_PREC_FP16 ? 1.0
 		   : s->o.loss_scale > 0 ? s->o.loss_scale : s->o.initial_loss_scale;
 	s->hyst = s->o.hysteresis;
-	if (getenv("MT_CUDA_PROFILE") && atoi(getenv("MT_CUDA_PROFILE")) > 0) {
+	if (mt_knob_int(MT_KNOB_CUDA_PROFILE) > 0) {
 		s->ev = calloc(PROF_MAX, sizeof(*s->ev));
 		s->evcat = calloc(PROF_MAX / 2, sizeof(int));
 		if (!s->ev || !s->evcat)
@@ -492,7 +493,7 @@ int mt_cu_init(struct mt_backend *b, const struct mt_config *c, const struct mt_
 		return -1;
 	nchunks = mt_ddp_plan_chunks(&s->plan, t, NULL, &s->npiece_chunks);
 	s->nchunks = nchunks;
-	s->first_write = !s->o.inference && !(getenv("MT_CUDA_FIRST_WRITE") && !atoi(getenv("MT_CUDA_FIRST_WRITE")));
+	s->first_write = !s->o.inference && mt_knob_int(MT_KNOB_CUDA_FIRST_WRITE) != 0;
 	s->nzchunks = zero_chunks(s, NULL);
 	if (!(s->gfresh = calloc((size_t)t->n + 1, 1)))
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");

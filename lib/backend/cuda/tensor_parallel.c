@@ -19,6 +19,7 @@
 
 #include "../../../kernels/cuda_err.h"
 #include "backend/cuda/cu.h"
+#include "base/knobs.h"
 #include "base/log.h"
 #include "parallel/ncclcomm.h"
 
@@ -74,16 +75,16 @@ int mt_cu_tp_init(struct cu *s, struct mt_err *err)
 		e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
 	if (e == cudaSuccess)
 		e = cudaStreamCreateWithPriority(&s->tpst, cudaStreamNonBlocking,
-						 getenv("MT_TP_PRIORITY") && !strcmp(getenv("MT_TP_PRIORITY"), "0") ? lo : hi);
+						 mt_knob_on(MT_KNOB_TP_PRIORITY) ? hi : lo);
 	if (e == cudaSuccess && !s->comm)
 		e = cudaStreamCreateWithFlags(&s->comm, cudaStreamNonBlocking);
 	if (e != cudaSuccess)
 		return mt_err_set(err, MT_EXIT_IO, "CUDA streams for NCCL: %s", cudaGetErrorString(e));
-	s->tp_overlap = !(getenv("MT_TP_OVERLAP") && !strcmp(getenv("MT_TP_OVERLAP"), "0"));
+	s->tp_overlap = mt_knob_on(MT_KNOB_TP_OVERLAP);
 	/* SP: the norms' outputs kept gathered for the weight gradients, not gathered again in
 	 * the backward pass (2 of its 6 collectives a layer; 4-6% a step on two H200s for
 	 * 4 s b h (t-1)/t bytes a layer); MT_SP_KEEP=0 gathers them again, as Megatron does */
-	s->sp_keep = s->sp && !(getenv("MT_SP_KEEP") && !strcmp(getenv("MT_SP_KEEP"), "0"));
+	s->sp_keep = s->sp && mt_knob_on(MT_KNOB_SP_KEEP);
 	if (!s->o.quiet)
 		mt_info("cuda: %d tensor-parallel ranks over %s%s", g->world, mt_nccl_version(s->tpnccl),
 			s->sp ? ", sequence parallel" : "");
