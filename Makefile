@@ -150,6 +150,7 @@ $(BUILD)/lib/base/version.o: ALL_CFLAGS += -DMT_VERSION='"$(VERSION_NOW)"'
 $(BUILD)/lib/parallel/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
 $(BUILD)/bin/mt-train: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/test_dist: LINK_LIBS += $(MPI_LIBS)
+$(BUILD)/tests/test_trainargs: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/dist-check: LINK_LIBS += $(MPI_LIBS)
 
 $(BUILD)/%.o: %.c $(FLAGS_FILE)
