@@ -9,6 +9,7 @@
 #include "parallel/dist.h"
 #include "train/batchsteps.h"
 #include "train/estimate.h"
+#include "base/knobs.h"
 #include "base/log.h"
 #include "train/train.h"
 #include "train/trainargs.h"
@@ -576,9 +577,9 @@ int main(int argc, char **argv)
 	a.dist = &dist;
 	if (dist.rank != 0)
 		a.quiet = 1; /* rank 0 speaks for all */
-	a.hang_rank = getenv("MT_TEST_HANG_RANK") ? atoi(getenv("MT_TEST_HANG_RANK")) : -1;
-	a.hang_step = getenv("MT_TEST_HANG_STEP") ? atoll(getenv("MT_TEST_HANG_STEP")) : -1;
-	a.hang_backward = getenv("MT_TEST_HANG_BACKWARD") != NULL;
+	a.hang_rank = (int)mt_knob_int(MT_KNOB_TEST_HANG_RANK);
+	a.hang_step = mt_knob_int(MT_KNOB_TEST_HANG_STEP);
+	a.hang_backward = mt_knob_set(MT_KNOB_TEST_HANG_BACKWARD);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigaction(SIGTERM, &sa, NULL);
