@@ -10,7 +10,7 @@
  * writer asks the kernel to start writing back what it has so far (Linux's
  * sync_file_range, a hint that waits for nothing), so the fsync at commit
  * finds little left to do instead of the whole file: that fsync is a serial
- * step after all the parallel work of a tool like mt-tokenize (docs/perf.md). */
+ * step after all the parallel work of a tool like mt-tokenize (docs/perf-log.md). */
 #ifndef MT_ATOMIC_H
 #define MT_ATOMIC_H
 

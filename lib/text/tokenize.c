@@ -17,7 +17,7 @@
 #include "base/progress.h"
 #include "base/utf8.h"
 
-/* Batch size and pool depth; -D overrides them for experiments (docs/perf.md: 1 MiB
+/* Batch size and pool depth; -D overrides them for experiments (docs/perf-log.md: 1 MiB
  * batches or a pool of 6 per worker did not run faster at 16 workers). */
 #ifndef BATCH_BYTES
 #define BATCH_BYTES (256 << 10)

@@ -87,7 +87,6 @@ struct saver {
 	struct mt_err err;
 	int64_t iteration;
 	struct mt_ckpt_txn txn;         /* several processes: the sharded save under way */
-	char tmpdir[4096];              /* its temporary directory (txn.tmpdir), for a failed run's cleanup */
 	char what[4200];                /* the checkpoint, as the scan's messages name it */
 	struct mt_ckpt_part pt;
 	char *cfg, *sch;
@@ -335,7 +334,6 @@ static int save(struct trainer *tr, struct mt_err *err)
 			saver_clear(sv);
 			return -1;
 		}
-		memcpy(sv->tmpdir, sv->txn.tmpdir, sizeof(sv->tmpdir));
 	}
 	if (rc && sv->solo) {
 		saver_clear(sv);
@@ -697,8 +695,8 @@ out:
 		copy_wait(&tr, 0);
 		if (tr.sv->threaded)
 			pthread_join(tr.sv->th, NULL);
-		if (rc && tr.sv->pending && tr.d->rank == 0 && !tr.sv->solo)
-			mt_ckpt_abandon(tr.sv->tmpdir);
+		if (rc && tr.sv->pending && !tr.sv->solo)
+			mt_ckpt_txn_abandon(&tr.sv->txn);
 		saver_clear(tr.sv);
 		pthread_mutex_destroy(&tr.sv->mu);
 		pthread_cond_destroy(&tr.sv->cv);

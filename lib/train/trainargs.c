@@ -275,7 +275,7 @@ int mt_train_args_estimate(struct mt_train_args *a, const struct mt_train_opts *
 	 * the CPU backend's does; its logits come in chunks) */
 	ea->cuda_backend = t->device != 0;
 	/* what a GPU holds besides the planned tensors, measured with nvidia-smi on H200s
-	 * (docs/perf.md): 0.5 GiB alone, 1.35 GiB with NCCL communicators */
+	 * (docs/perf-log.md): 0.5 GiB alone, 1.35 GiB with NCCL communicators */
 	ea->runtime_bytes = t->device == 0 ? 0 : world > 1 ? 1.35 * 1073741824.0 : 0.5 * 1073741824.0;
 	ea->pipeline = a->pipeline;
 	ea->pp_schedule = a->pp_schedule;
