@@ -22,10 +22,10 @@ count() { # read TAP on stdin, echo it, tally
 # the layering of lib/ (docs/architecture.md): one test of its own
 echo "# layers: scripts/check-layers.sh"
 if out=$(scripts/check-layers.sh 2>&1); then
-	count <<<"ok - no include points up a layer"
+	count <<<"ok - no include points up a layer, every lib/ file is named in docs/architecture.md, no file or function over its size"
 else
 	printf '%s\n' "$out" | sed 's/^/# /'
-	count <<<"not ok - includes point up a layer (scripts/check-layers.sh)"
+	count <<<"not ok - the layering, naming or size check failed (scripts/check-layers.sh)"
 fi
 
 for t in "$BUILD"/tests/test_*; do
