@@ -4,7 +4,7 @@
 #                      (tool sources in bin/, every output under build/)
 #   make CUDA=0        CPU-only build
 #   make test          layering check, unit tests, then the Bats suites; ends "N passed, N failed"
-#   make check-layers  no #include points up a layer, every lib/ file named in docs/architecture.md,
+#   make check-layers  no #include points up a layer or closes a ring, every lib/ file named in docs/architecture.md,
 #                      no lib/ file over 1,500 lines, no lib/train/ or bin/ function over 200 (scripts/check-layers.sh)
 #   make demo          the demo pipeline on the built-in corpus
 #   make fuzz          fuzz the .idx reader for 20 s (clang, libFuzzer)

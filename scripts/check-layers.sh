@@ -17,6 +17,9 @@
 #   its name to its closing brace (top-level definitions, found by brace depth with
 #   comments, strings and preprocessor lines left out):
 #     FILE:LINE: NAME() is N lines, over 200
+# - no two modules of lib/ (a module: x.c with x.h) include each other, directly or
+#   around a ring; a header with no .c of its own counts as part of its includers:
+#     include circle between modules of lib/: MODULE MODULE ...
 #   scripts/check-layers.sh [ROOT]        (make check-layers)
 set -u
 
@@ -132,6 +135,48 @@ else
 				}
 				if (!ok) print f ": not named in " doc " (the " sec " section)"
 			}')
+fi
+
+# --- circles: no two modules of lib/ include each other, directly or around a ring. A module
+# is a stem (x.c and x.h); a header with no .c of its own (an internal header such as
+# train/trainer.h) is part of whoever includes it, so its includes count as theirs. tsort
+# names the modules of a ring.
+declare -A SRC
+while IFS= read -r f; do SRC[${f%.*}]=1; done < <(find lib -type f \( -name '*.c' -o -name '*.cc' \))
+declare -A INCS
+incs_of() { # the lib files f includes, resolved as the compiler would (-Ilib)
+	local f=$1 inc cand
+	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | while IFS= read -r inc; do
+		for cand in "${f%/*}/$inc" "lib/$inc"; do
+			[ -f "$cand" ] && { realpath -m --relative-to=. "$cand"; break; }
+		done
+	done | grep '^lib/'
+}
+deps_of() { # the modules f depends on, through header-only files
+	local f=$1 g seen=" $1 " todo
+	todo=$(incs_of "$f")
+	while :; do
+		set -- $todo
+		[ $# -gt 0 ] || break
+		g=$1
+		shift
+		todo="$*"
+		case $seen in *" $g "*) continue ;; esac
+		seen="$seen $g "
+		if [ -n "${SRC[${g%.*}]:-}" ]; then
+			echo "${g%.*}"
+		else
+			todo="$todo $(incs_of "$g")"
+		fi
+	done
+}
+edges=$(find lib -type f \( -name '*.c' -o -name '*.cc' -o -name '*.h' \) | LC_ALL=C sort | while IFS= read -r f; do
+	m=${f%.*}
+	[ -n "${SRC[$m]:-}" ] || continue
+	deps_of "$f" | while IFS= read -r d; do [ "$d" = "$m" ] || echo "$m $d"; done
+done | LC_ALL=C sort -u)
+if ! loop=$(printf '%s\n' "$edges" | tsort 2>&1 >/dev/null); then
+	say "include circle between modules of lib/: $(printf '%s\n' "$loop" | sed -n 's/^tsort: \(lib\/.*\)/\1/p' | tr '\n' ' ')(a module's .c or .h includes the next one's header; break it with an operations table or by moving the shared part down)"
 fi
 
 # --- sizes: a file of lib/ over 1500 lines (generated files aside)

@@ -149,6 +149,32 @@ body() {
 	run -0 "$T/scripts/check-layers.sh" "$T"
 }
 
+@test "two modules of lib/ that include each other fail, naming the ring; an internal header without a .c does not" {
+	mini_tree
+	printf '#include "text/b.h"\nint mt_a(void);\n' > "$T/lib/text/a.h"
+	printf '#include "text/a.h"\nint mt_a(void)\n{\n\treturn 0;\n}\n' > "$T/lib/text/a.c"
+	printf 'int mt_b(void);\n' > "$T/lib/text/b.h"
+	printf '#include "text/b.h"\nint mt_b(void)\n{\n\treturn 0;\n}\n' > "$T/lib/text/b.c"
+	sed -i 's/^| `unicode_classes.h` | generated |$/&\n| `a.[ch]`, `b.[ch]`, `inner.h` | two modules |/' "$T/docs/architecture.md"
+	run "$T/scripts/check-layers.sh" "$T"
+	[ "$status" -eq 0 ]
+	# b.c now includes a.h back: a ring of two
+	printf '#include "text/a.h"\n#include "text/b.h"\nint mt_b(void)\n{\n\treturn 0;\n}\n' > "$T/lib/text/b.c"
+	run --separate-stderr "$T/scripts/check-layers.sh" "$T"
+	[ "$status" -eq 1 ]
+	[[ $stderr == *"include circle between modules of lib/: "*"lib/text/a"*"lib/text/b"* ]] || [[ $stderr == *"include circle between modules of lib/: "*"lib/text/b"*"lib/text/a"* ]]
+	# through an internal header (no inner.c) the ring is the same ring
+	printf '#include "text/a.h"\n' > "$T/lib/text/inner.h"
+	printf '#include "text/inner.h"\n#include "text/b.h"\nint mt_b(void)\n{\n\treturn 0;\n}\n' > "$T/lib/text/b.c"
+	run --separate-stderr "$T/scripts/check-layers.sh" "$T"
+	[ "$status" -eq 1 ]
+	[[ $stderr == *"include circle"* ]]
+	# an internal header that includes its own module's header is no ring
+	printf '#include "text/b.h"\n' > "$T/lib/text/inner.h"
+	run "$T/scripts/check-layers.sh" "$T"
+	[ "$status" -eq 0 ]
+}
+
 @test "a lib file over 1500 lines fails, naming it and its length; generated files are exempt" {
 	mini_tree
 	for f in lib/base/tfevent.pb-c.c lib/base/tfevent.pb-c.h lib/text/unicode_classes.h; do

@@ -17,7 +17,7 @@
 #include "base/atomic.h"
 #include "base/files.h"
 #include "base/log.h"
-#include "ckpt/ckpt_h5.h"
+#include "ckpt/ckpt_dir.h"
 #include "model/config.h"
 
 /* ---- names and paths ---------------------------------------------------------------- */

@@ -4,9 +4,9 @@
  * HDF5's errors turned into messages, file access properties, the checksums, the
  * parameter table's checks and lookups, attributes, tensor I/O in slabs with the
  * write-behind, group listing, the checks of what was read, one recursive walk of a
- * file's groups with a visitor, and the few helpers of the directory layout (ckpt.c) and
- * of opening a checkpoint (ckpt_read.c) that the other files call. The public interface
- * is ckpt.h. */
+ * file's groups with a visitor, and the few helpers of opening a checkpoint (ckpt_read.c)
+ * that the other files call (the directory layout's are in ckpt_dir.h, included here).
+ * The public interface is ckpt.h. */
 #ifndef MT_CKPT_H5_H
 #define MT_CKPT_H5_H
 
@@ -17,10 +17,10 @@
 
 #include "base/err.h"
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_dir.h"
 #include "model/config.h"
 #include "model/params.h"
 
-#define PATH_CAP 4096
 /* Tensors move in slabs of at most this many floats (256 MiB), far from any 2 GiB
  * limit of a single read or write call. */
 #define SLAB_FLOATS ((hsize_t)64 << 20)
@@ -122,14 +122,6 @@ struct mt_ckpt_visit {
 };
 /* 0 after every dataset was visited, else -1 with the message in v->err. */
 int mt_ckpt_h5_walk(struct mt_ckpt_visit *v, hid_t g);
-
-/* ---- the directory layout (ckpt.c) ---- */
-const char *mt_ckpt_base_name(const char *path);
-int64_t mt_ckpt_iteration_of_dir(const char *dir);
-int mt_ckpt_is_dir(const char *path);
-int mt_ckpt_model_file(const char *path, char *out, size_t n, struct mt_err *err);
-int mt_ckpt_mkdir_p(const char *dir, struct mt_err *err);
-int mt_ckpt_is_part_name(const char *s);
 
 /* ---- opening a checkpoint (ckpt_read.c) ---- */
 /* What the structure check of a file (ckpt_read.c, "what a file may hold") keeps. */
