@@ -341,8 +341,17 @@ static void flat_free(struct flat *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-static int flatten(const struct mt_pk *d, const char *prefix, struct flat *fl, const char *path, struct mt_err *err)
+/* The deepest state dict flattened: a model's is 3 deep (legacy: model, language_model,
+ * embedding, word_embeddings); a pickle's memo can make a dict that holds itself. */
+#define FLAT_MAX_DEPTH 32
+
+static int flatten(const struct mt_pk *d, const char *prefix, int depth, struct flat *fl, const char *path,
+		   struct mt_err *err)
 {
+	if (depth > FLAT_MAX_DEPTH)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': the model's state dict is nested more than %d deep (at '%.200s%s'): "
+				  "not a Megatron checkpoint, refused", path, FLAT_MAX_DEPTH, prefix,
+				  strlen(prefix) > 200 ? "..." : "");
 	for (int i = 0; i < d->n; i++) {
 		const struct mt_pk *k = d->items[2 * i], *v = d->items[2 * i + 1];
 		char *name;
@@ -352,7 +361,7 @@ static int flatten(const struct mt_pk *d, const char *prefix, struct flat *fl, c
 		if (asprintf(&name, "%s%s%s", prefix, *prefix ? "." : "", k->s) < 0)
 			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		if (v->kind == MT_PK_DICT) {
-			int rc = flatten(v, name, fl, path, err);
+			int rc = flatten(v, name, depth + 1, fl, path, err);
 			free(name);
 			if (rc)
 				return -1;
@@ -864,7 +873,7 @@ static int import_file(struct import *im, const char *path, int t, int pp, struc
 			mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' is not a state dict", path, k);
 			goto out;
 		}
-		if (flatten(model, "", &fl, path, err))
+		if (flatten(model, "", 1, &fl, path, err))
 			goto out;
 		mt_pp_split_layers(&im->cfg, &im->sp, pp, c, &lo, &hi);
 		for (int i = start; i < fl.n; i++) {
