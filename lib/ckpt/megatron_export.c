@@ -247,7 +247,10 @@ static void write_args(struct mt_pkw *w, const struct mt_model *m, const struct 
 	ns_bool(w, "untie_embeddings_and_output_weights", c->untie_embeddings_and_output_weights);
 	ns_int(w, "make_vocab_size_divisible_by", c->make_vocab_size_divisible_by);
 	ns_int(w, "padded_vocab_size", padded);
-	ns_int(w, "vocab_size", c->vocab_size);
+	/* Megatron's --vocab-size: a NullTokenizer's N counts the ids below its end-of-document
+	 * id N, which mt's vocabulary includes (the import adds it back) */
+	ns_int(w, "vocab_size", m->tok_type && !strcmp(m->tok_type, "NullTokenizer") && c->vocab_size > 1 ?
+		c->vocab_size - 1 : c->vocab_size);
 	ns_real(w, "init_method_std", c->init_method_std);
 	ns_real(w, "attention_dropout", 0);
 	ns_real(w, "hidden_dropout", 0);
