@@ -179,3 +179,20 @@ PY
 	run -3 --separate-stderr mt-ckpt-reshard import --format megatron d30 x
 	[[ $stderr == *"'language_model.a.a."*"is not a tensor of a GPT model mt knows"* ]]
 }
+
+@test "checkpoint_version: none saved (0 to Megatron) or older than 2.0 and newer than 3.0 are refused, exit 3" {
+	REAL hostile none version --ckpt-version none
+	REAL hostile old version --ckpt-version 1.0
+	REAL hostile new version --ckpt-version 4.0
+	REAL hostile ok version --ckpt-version 3.0
+	run -3 --separate-stderr mt-ckpt-reshard import --format megatron none x
+	[[ $stderr == *"'none/iter_0000100/mp_rank_00/model_optim_rng.pt': checkpoint_version 0 (none saved, which Megatron reads as 0): files older than 2.0"* ]]
+	run -3 --separate-stderr mt-ckpt-reshard import --format megatron old x
+	[[ $stderr == *"checkpoint_version 1: files older than 2.0"* ]]
+	run -3 --separate-stderr mt-ckpt-reshard import --format megatron new x
+	[[ $stderr == *"checkpoint_version 4 is newer than any Megatron-LM release writes (3.0): refused"* ]]
+	# 3.0 passes that check (and stops at the empty model)
+	run -3 --separate-stderr mt-ckpt-reshard import --format megatron ok x
+	[[ $stderr == *"no tensor for mt's embedding.word_embeddings.weight"* ]]
+	[ ! -e x ]
+}

@@ -1185,9 +1185,19 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 	{
 		const struct mt_pk *v = mt_pk_get(f0.root, "checkpoint_version");
 		double x = 0;
-		if (v && !mt_pk_as_double(v, &x) && x < 2.0) {
-			mt_err_set(err, MT_EXIT_DATA, "'%s': checkpoint_version %g: files older than 2.0 lay the QKV out "
-				   "otherwise; load and save them once with Megatron-LM first", path, x);
+		/* missing means 0 to Megatron (megatron-dist-ckpt.md section 3); every release since
+		 * 2020 writes 3.0, and none defines a later one */
+		if (!v || mt_pk_as_double(v, &x))
+			x = 0;
+		if (x < 2.0) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': checkpoint_version %g%s: files older than 2.0 lay the QKV out "
+				   "otherwise; load and save them once with Megatron-LM first", path, x,
+				   v ? "" : " (none saved, which Megatron reads as 0)");
+			goto out;
+		}
+		if (x > 3.0) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': checkpoint_version %g is newer than any Megatron-LM release writes "
+				   "(3.0): refused", path, x);
 			goto out;
 		}
 		ckv = (int64_t)(x * 10 + 0.5);

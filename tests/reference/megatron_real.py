@@ -18,10 +18,10 @@ names to mt's is written here, from the fixtures' names, not taken from mt.
       rank's Megatron slice of them.
   same-source MTCKPT_A MTCKPT_B
       Two mt checkpoints hold the same model tensors, bit for bit.
-  hostile OUTDIR deep-dict|deep-list|cycle [--depth N]
+  hostile OUTDIR deep-dict|deep-list|cycle|version [--depth N] [--ckpt-version V|none]
       A Megatron checkpoint directory (tracker, iter_0000100/mp_rank_00/model_optim_rng.pt)
-      whose `model` is a dict nested N deep, a list nested N deep, or a dict holding itself;
-      args from the gpt2 fixture's sizes.
+      whose `model` is a dict nested N deep, a list nested N deep, a dict holding itself, or
+      empty (version: checkpoint_version V, or none); args from the gpt2 fixture's sizes.
 """
 import argparse
 import collections
@@ -261,13 +261,17 @@ def args_pickle():
 
 def cmd_hostile(a):
     n = a.depth
-    body = b"\x80\x02}(" + ustr("args") + args_pickle() + ustr("checkpoint_version") + b"G" + struct.pack(">d", 3.0)
+    body = b"\x80\x02}(" + ustr("args") + args_pickle()
+    if a.ckpt_version != "none":
+        body += ustr("checkpoint_version") + b"G" + struct.pack(">d", float(a.ckpt_version))
     body += ustr("iteration") + b"Kd" + ustr("model")
     if a.kind == "deep-dict":
         # {'language_model': {'a': {'a': ... {'a': None} ...}}}: EMPTY_DICT MARK key ... SETITEMS
         body += b"}(" + ustr("language_model") + (b"}(" + ustr("a")) * n + b"N" + b"u" * n + b"u"
     elif a.kind == "deep-list":
         body += b"}(" + ustr("language_model") + b"](" * n + b"]" + b"e" * n + b"u"
+    elif a.kind == "version":
+        body += b"}"
     else:
         # {'language_model': d} with d['a'] = d: memo entry 90000 is the dict itself
         body += b"}(" + ustr("language_model") + b"}r" + struct.pack("<I", 90000) + b"(" + ustr("a")
@@ -302,8 +306,9 @@ def main():
     p.add_argument("b")
     p = sub.add_parser("hostile")
     p.add_argument("outdir")
-    p.add_argument("kind", choices=["deep-dict", "deep-list", "cycle"])
+    p.add_argument("kind", choices=["deep-dict", "deep-list", "cycle", "version"])
     p.add_argument("--depth", type=int, default=100000)
+    p.add_argument("--ckpt-version", default="3.0", help="checkpoint_version, or none to leave it out")
     a = ap.parse_args()
     {"keys": cmd_keys, "top": cmd_top, "check": cmd_check, "same-source": cmd_same, "hostile": cmd_hostile}[a.cmd](a)
 
