@@ -46,7 +46,8 @@ static const struct mt_tool_info info = {
 		"--format megatron reads and writes Megatron-LM's legacy checkpoints (--ckpt-format torch:\n"
 		"iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt) at any tensor x pipeline parallel size, the\n"
 		"optimizer state included on import; export writes the target sizes' shards for Megatron's\n"
-		"default (weights_only) loading.\n"
+		"default (weights_only) loading, with megatron-core's names or (--megatron-names legacy)\n"
+		"the legacy model's.\n"
 		"--load/--save rewrites a checkpoint's files for another layout (one part per target rank,\n"
 		"holding the slices that rank reads); merge writes one self-contained model.h5. Both keep\n"
 		"the optimizer state and save DIR atomically (DIR/iter_N, DIR/latest)",
