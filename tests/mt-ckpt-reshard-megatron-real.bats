@@ -196,3 +196,25 @@ PY
 	[[ $stderr == *"no tensor for mt's embedding.word_embeddings.weight"* ]]
 	[ ! -e x ]
 }
+
+@test "every global of megatron-dist-ckpt.md 1.3, where Megatron puts it, is read; a Transformer Engine FP8 tensor class is refused by name" {
+	run -0 REAL all-globals "$FIX/gpt2/tp1pp1" all
+	for g in "argparse Namespace" "collections OrderedDict" "torch._utils _rebuild_tensor_v2" "torch BFloat16Storage" \
+		"torch ByteStorage" "torch._tensor _rebuild_from_type_v2" "torch Tensor" "torch._utils _rebuild_parameter" \
+		"torch bfloat16" "torch float32" "numpy.core.multiarray _reconstruct" "numpy ndarray" "numpy dtype" \
+		"_codecs encode" "torch._C Generator" "torch device" "megatron.core.enums ModelType" \
+		"megatron.core.transformer.enums AttnBackend" "megatron.core.transformer.enums CudaGraphModule" \
+		"megatron.core.transformer.enums InferenceCudaGraphScope" "megatron.core.transformer.enums CudaGraphScope" \
+		"signal Signals" "megatron.core.rerun_state_machine RerunMode" "megatron.core.rerun_state_machine RerunState" \
+		"megatron.core.rerun_state_machine RerunDiagnostic" "megatron.core.rerun_state_machine Call" \
+		"megatron.core.rerun_state_machine Caller" "_io BytesIO" "pathlib PosixPath" "types SimpleNamespace" \
+		"megatron.core.optimizer.optimizer_config OptimizerConfig"; do
+		grep -qx "$g" <<< "$output" || { echo "the file lacks GLOBAL $g"; false; }
+	done
+	run -0 --separate-stderr mt-ckpt-reshard import --format megatron --no-load-optim all ck
+	run -0 REAL check ck "$FIX/gpt2/source.npz" --style gpt2
+	REAL all-globals "$FIX/gpt2/tp1pp1" foreign --foreign
+	run -3 --separate-stderr mt-ckpt-reshard import --format megatron --no-load-optim foreign x
+	[[ $stderr == *"'foreign/iter_0000100/mp_rank_00/model_optim_rng.pt' data.pkl byte "*": global 'transformer_engine.pytorch.float8_tensor.Float8Tensor' is not in the list of globals read (pickle.h): refused"* ]]
+	[ ! -e x ]
+}

@@ -18,6 +18,14 @@ names to mt's is written here, from the fixtures' names, not taken from mt.
       rank's Megatron slice of them.
   same-source MTCKPT_A MTCKPT_B
       Two mt checkpoints hold the same model tensors, bit for bit.
+  all-globals SRCDIR OUTDIR [--foreign]
+      SRCDIR (a fixture at TP1PP1) again, its model_optim_rng.pt re-pickled (protocol 2,
+      Python's own pickler, as torch.save) with every global of megatron-dist-ckpt.md 1.3
+      added where Megatron puts it: enums by value (Python 3.11), the rerun state machine's
+      enums and NamedTuples, numpy's RNG state, a torch Generator on a device, BytesIO extra
+      state, tensors with attributes and parameters in an optimizer, OptimizerConfig,
+      PosixPath, SimpleNamespace, signals, sets, dtypes. The GLOBALs written are printed.
+      --foreign adds a Transformer Engine FP8 tensor class to args.
   hostile OUTDIR deep-dict|deep-list|cycle|version [--depth N] [--ckpt-version V|none]
       A Megatron checkpoint directory (tracker, iter_0000100/mp_rank_00/model_optim_rng.pt)
       whose `model` is a dict nested N deep, a list nested N deep, a dict holding itself, or
@@ -287,6 +295,189 @@ def cmd_hostile(a):
         z.writestr("model_optim_rng/version", "3\n")
 
 
+# ---- every global of section 1.3, pickled by Python as torch.save pickles (protocol 2) ----
+
+def fake(modname, name, obj):
+    """Put obj in a stand-in module (this process never imports torch or megatron)."""
+    import types
+    parts = modname.split(".")
+    for i in range(1, len(parts) + 1):
+        n = ".".join(parts[:i])
+        if n not in sys.modules:
+            sys.modules[n] = types.ModuleType(n)
+        if i > 1:
+            setattr(sys.modules[".".join(parts[:i - 1])], parts[i - 1], sys.modules[n])
+    try:
+        obj.__module__ = modname
+        obj.__qualname__ = name
+    except (AttributeError, TypeError):
+        pass
+    setattr(sys.modules[modname], name, obj)
+    return obj
+
+
+def cmd_all_globals(a):
+    import dataclasses
+    import enum
+    import pathlib
+    import random
+    import shutil
+    import signal
+    import types
+    import typing
+
+    src = os.path.join(a.srcdir, "iter_0000100", "mp_rank_00", "model_optim_rng.pt")
+    z = zipfile.ZipFile(src)
+    top = z.namelist()[0].split("/")[0]
+
+    def rebuild_tensor_v2(*args):
+        pass
+
+    def rebuild_parameter(*args):
+        pass
+
+    def rebuild_from_type_v2(*args):
+        pass
+
+    fake("torch._utils", "_rebuild_tensor_v2", rebuild_tensor_v2)
+    fake("torch._utils", "_rebuild_parameter", rebuild_parameter)
+    fake("torch._tensor", "_rebuild_from_type_v2", rebuild_from_type_v2)
+    TensorCls = fake("torch", "Tensor", type("Tensor", (), {}))
+    storage = {n: fake("torch", n, type(n, (), {})) for n in STORAGE}
+
+    class DType:
+        def __init__(self, n):
+            self.n = n
+
+        def __reduce__(self):
+            return self.n
+    DType.__module__ = "torch"
+    dt = {n: fake("torch", n, DType(n)) for n in ("float32", "bfloat16", "float16")}
+
+    class Device:
+        def __init__(self, *a):
+            self.a = a
+
+        def __reduce__(self):
+            return (Device, self.a)
+    fake("torch", "device", Device)
+
+    class Generator:
+        def __reduce__(self):
+            return (Generator, (Device("cuda", 0),), (SRef(("storage", "ByteStorage", "900", "cpu", 16)), 1234, 0))
+    fake("torch._C", "Generator", Generator)
+
+    class SRef:
+        def __init__(self, pid):
+            self.pid = pid
+
+    class TRef:
+        def __init__(self, pid, off, size, stride, attrs=None, param=False):
+            self.pid, self.off, self.size, self.stride, self.attrs, self.param = pid, off, size, stride, attrs, param
+
+        def __reduce__(self):
+            args = (SRef(self.pid), self.off, self.size, self.stride, False, collections.OrderedDict())
+            if self.attrs is not None:
+                return (rebuild_from_type_v2, (rebuild_tensor_v2, TensorCls, args, self.attrs))
+            if self.param:
+                return (rebuild_parameter, (TRef(self.pid, self.off, self.size, self.stride), True,
+                                            collections.OrderedDict()))
+            return (rebuild_tensor_v2, args)
+
+    def E(mod, name, members):
+        e = enum.Enum(name, members)
+        return fake(mod, name, e)
+    ModelType = E("megatron.core.enums", "ModelType", [("encoder_or_decoder", 1), ("encoder_and_decoder", 2)])
+    AttnBackend = E("megatron.core.transformer.enums", "AttnBackend", [("flash", 1), ("auto", 5)])
+    CudaGraphModule = E("megatron.core.transformer.enums", "CudaGraphModule", [("attn", "attn"), ("mlp", "mlp")])
+    InfScope = E("megatron.core.transformer.enums", "InferenceCudaGraphScope", [("none", "none")])
+    CGScope = E("megatron.core.transformer.enums", "CudaGraphScope", [("full", "full")])
+    RerunMode = E("megatron.core.rerun_state_machine", "RerunMode", [("DISABLED", "disabled")])
+    RerunState = E("megatron.core.rerun_state_machine", "RerunState", [("NOT_RUNNING_YET", 0)])
+    RerunDiag = E("megatron.core.rerun_state_machine", "RerunDiagnostic", [("TRANSIENT_ERROR", "transient_error")])
+    Caller = fake("megatron.core.rerun_state_machine", "Caller",
+                  typing.NamedTuple("Caller", [("message", str), ("rank", int)]))
+    Call = fake("megatron.core.rerun_state_machine", "Call",
+                typing.NamedTuple("Call", [("caller", object), ("sample_id", object)]))
+    OptimizerConfig = fake("megatron.core.optimizer.optimizer_config", "OptimizerConfig",
+                           dataclasses.make_dataclass("OptimizerConfig", [("lr", float), ("bf16", bool)]))
+
+    class U(pickle.Unpickler):
+        def find_class(self, mod, name):
+            if (mod, name) == ("collections", "OrderedDict"):
+                return collections.OrderedDict
+            if (mod, name) == ("torch._utils", "_rebuild_tensor_v2"):
+                return lambda st, off, size, stride, *r: TRef(st, off, size, stride)
+            if (mod, name) == ("argparse", "Namespace"):
+                return argparse.Namespace
+            if name == "getattr":
+                return lambda cls, n: cls.__name__ + "." + n
+            if mod == "torch" and name in STORAGE:
+                return name
+            if mod == "torch":
+                return dt.get(name, name)
+            return type(name, (Opaque,), {})
+
+        def persistent_load(self, pid):
+            return pid
+
+    obj = U(io.BytesIO(z.read(top + "/data.pkl"))).load()
+    ns = obj["args"]
+    ns.model_type = ModelType.encoder_or_decoder
+    ns.attention_backend = AttnBackend.auto
+    ns.cuda_graph_modules = [CudaGraphModule.attn, CudaGraphModule.mlp]
+    ns.inference_cuda_graph_scope = InfScope.none
+    ns.cuda_graph_scope_enum = CGScope.full
+    ns.exit_signal = signal.SIGTERM
+    ns.exit_signal_class = signal.Signals
+    ns.params_dtype = dt["bfloat16"]
+    ns.main_grads_dtype = ns.main_params_dtype = dt["float32"]
+    ns.save = pathlib.PosixPath("/tmp/megatron-save")
+    ns.extra = types.SimpleNamespace(x=1)
+    ns.ranks = {0, 1}
+    ns.optimizer_config = OptimizerConfig(lr=1e-4, bf16=True)
+    if a.foreign:
+        ns.fp8 = fake("transformer_engine.pytorch.float8_tensor", "Float8Tensor", type("Float8Tensor", (), {}))
+    enc = obj["model"]["language_model"]["encoder"]
+    enc["layers.0.self_attention.query_key_value._extra_state"] = io.BytesIO(b"\x00\x01te-extra")
+    w = enc["layers.0.input_norm.weight"]
+    obj["optimizer"] = {"optimizer": {"state": {}, "param_groups": []},
+                        "fp32_from_fp16_params": [[TRef(w.pid, w.off, w.size, w.stride,
+                                                        attrs={"tensor_model_parallel": False, "partition_dim": -1}),
+                                                   TRef(w.pid, w.off, w.size, w.stride, param=True)]]}
+    obj["rerun_state_machine"] = {
+        "mode": RerunMode.DISABLED,
+        "sharded": {"state": RerunState.NOT_RUNNING_YET, "current_iteration": 100,
+                    "error_injector_checkpoint": {"error_injection_rate": 0,
+                                                  "error_injection_type": RerunDiag.TRANSIENT_ERROR},
+                    "failed_validation_call": Call(Caller("loss is NaN", 3), (1, 2))}}
+    random.seed(1)
+    np.random.seed(1)
+    obj["rng_state"] = [{"random_rng_state": random.getstate(), "np_rng_state": np.random.get_state(),
+                         "torch_rng_state": TRef(("storage", "ByteStorage", "900", "cpu", 16), 0, (16,), (1,)),
+                         "rng_tracker_states": {"model-parallel-rng": Generator()}}]
+
+    class P(pickle.Pickler):
+        def persistent_id(self, o):
+            if isinstance(o, SRef):
+                kind, cls, key, loc, numel = o.pid
+                return (kind, storage[cls], key, loc, numel)
+            return None
+
+    buf = io.BytesIO()
+    P(buf, protocol=2).dump(obj)
+    data = buf.getvalue()
+    out = os.path.join(a.outdir, "iter_0000100", "mp_rank_00")
+    os.makedirs(out)
+    shutil.copy(os.path.join(a.srcdir, "latest_checkpointed_iteration.txt"), a.outdir)
+    with zipfile.ZipFile(os.path.join(out, "model_optim_rng.pt"), "w", zipfile.ZIP_STORED) as o:
+        for n in z.namelist():
+            o.writestr(n, data if n == top + "/data.pkl" else z.read(n))
+        o.writestr(top + "/data/900", bytes(range(16)))
+    import pickletools
+    print("\n".join(sorted({arg for op, arg, _ in pickletools.genops(data) if op.name == "GLOBAL"})))
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -304,13 +495,18 @@ def main():
     p = sub.add_parser("same-source")
     p.add_argument("a")
     p.add_argument("b")
+    p = sub.add_parser("all-globals")
+    p.add_argument("srcdir")
+    p.add_argument("outdir")
+    p.add_argument("--foreign", action="store_true")
     p = sub.add_parser("hostile")
     p.add_argument("outdir")
     p.add_argument("kind", choices=["deep-dict", "deep-list", "cycle", "version"])
     p.add_argument("--depth", type=int, default=100000)
     p.add_argument("--ckpt-version", default="3.0", help="checkpoint_version, or none to leave it out")
     a = ap.parse_args()
-    {"keys": cmd_keys, "top": cmd_top, "check": cmd_check, "same-source": cmd_same, "hostile": cmd_hostile}[a.cmd](a)
+    {"keys": cmd_keys, "top": cmd_top, "check": cmd_check, "same-source": cmd_same, "hostile": cmd_hostile,
+     "all-globals": cmd_all_globals}[a.cmd](a)
 
 
 if __name__ == "__main__":
