@@ -1240,8 +1240,9 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 			rank_path(path, sizeof(path), dir, t, p, im.P, "model_optim_rng.pt");
 			rank_path(dopt, sizeof(dopt), dir, t, p, im.P, "distrib_optim.pt");
 			if (o->optimizer && access(dopt, F_OK) == 0) {
-				mt_err_set(err, MT_EXIT_DATA, "'%s': the distributed optimizer's state is not read yet: import "
-					   "with --no-load-optim for the weights only", dopt);
+				mt_err_set(err, MT_EXIT_DATA, "'%s': the distributed optimizer's state is not read (no Megatron "
+					   "release's layout of it is specified: docs/mt-ckpt-reshard.md): import with "
+					   "--no-load-optim for the weights only", dopt);
 				goto out;
 			}
 			if (import_file(&im, path, t, p, err))

@@ -18,7 +18,8 @@
  * (Megatron's non-distributed mixed-precision or fp32 optimizer in model_optim_rng.pt), the
  * fp32 master weights become mt's weights and Adam's exp_avg and exp_avg_sq its moments;
  * the step is Adam's. distrib_optim.pt (the distributed optimizer's flat buffers) is not
- * read yet: refused naming it, unless the optimizer state is not asked for. The vocabulary keeps Megatron's padding
+ * read (no release's layout of it is specified): refused naming it, unless the optimizer
+ * state is not asked for. The vocabulary keeps Megatron's padding
  * (args.padded_vocab_size, TP-dependent: mt's loader reads any). Every file and tensor is
  * checked: shapes against args, every shard present once, nothing left unread that
  * holds weights; errors name the file and the key (MT_EXIT_DATA), or the option
