@@ -137,7 +137,7 @@ enum role {
 	R_STORAGE,    /* storage classes, in persistent ids */
 	R_DTYPE,      /* torch dtypes, signal.SIG*: values */
 	R_OBJECT,     /* opaque: REDUCE, NEWOBJ, BUILD make an object */
-	R_GETATTR,    /* getattr(enum class, 'name'): Python 3.12's pickling of enum members */
+	R_GETATTR,    /* getattr(enum class, 'name'): how Python 3.11 on pickles enum members */
 	R_ENUM,       /* an enum class: REDUCE (value,) or getattr(cls, 'NAME') -> an opaque member */
 	R_FROM_TYPE,  /* torch._tensor._rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, args, state) */
 	R_TYPE,       /* torch.Tensor: only as _rebuild_from_type_v2's type, never called */
@@ -554,7 +554,7 @@ static int op_reduce(struct vm *m)
 		deepen(r, args);
 		break;
 	case R_ENUM:
-		/* an enum member by value (Python 3.11): (module.Class, (value,)) */
+		/* an enum member by value (Python up to 3.10): (module.Class, (value,)) */
 		if (args->n != 1 || (args->items[0]->kind != MT_PK_INT && args->items[0]->kind != MT_PK_STR &&
 				     args->items[0]->kind != MT_PK_FLOAT && args->items[0]->kind != MT_PK_BOOL))
 			return fail(m, MT_EXIT_DATA, "enum '%s' of something other than one plain value: refused", f->s);
@@ -566,7 +566,7 @@ static int op_reduce(struct vm *m)
 		deepen(r, args);
 		break;
 	case R_GETATTR: {
-		/* an enum member by name (Python 3.12): (module.Class.NAME, (class, 'NAME')); the class
+		/* an enum member by name (Python 3.11 on): (module.Class.NAME, (class, 'NAME')); the class
 		 * is a global already checked against the table */
 		char *s;
 		if (args->n != 2 || args->items[0]->kind != MT_PK_GLOBAL || args->items[1]->kind != MT_PK_STR ||

@@ -24,7 +24,8 @@
  *                                            REDUCE (value,) -> an opaque object (class, (value,))
  *   __builtin__/builtins.getattr             REDUCE (enum class, 'NAME') -> an opaque object
  *                                            ("module.Class.NAME", (class, 'NAME')): enum members as
- *                                            Python 3.11 and 3.12 pickle them; never instantiated
+ *                                            Python pickles them (by value up to 3.10,
+ *                                            by name from 3.11); never instantiated
  *   torch.Size                               REDUCE -> a tuple
  *   _codecs.encode                           REDUCE (str, 'latin1') -> bytes (protocol 2's bytes)
  *   argparse.Namespace, types.SimpleNamespace, megatron.core.optimizer.optimizer_config.OptimizerConfig,

@@ -21,10 +21,11 @@ names to mt's is written here, from the fixtures' names, not taken from mt.
   all-globals SRCDIR OUTDIR [--foreign]
       SRCDIR (a fixture at TP1PP1) again, its model_optim_rng.pt re-pickled (protocol 2,
       Python's own pickler, as torch.save) with every global of megatron-dist-ckpt.md 1.3
-      added where Megatron puts it: enums by value (Python 3.11), the rerun state machine's
-      enums and NamedTuples, numpy's RNG state, a torch Generator on a device, BytesIO extra
-      state, tensors with attributes and parameters in an optimizer, OptimizerConfig,
-      PosixPath, SimpleNamespace, signals, sets, dtypes. The GLOBALs written are printed.
+      added where Megatron puts it: enums (by name as Python 3.11 on pickles them, ModelType
+      by value as older Pythons do), the rerun state machine's enums and NamedTuples, numpy's
+      RNG state, a torch Generator on a device, BytesIO extra state, tensors with attributes
+      and parameters in an optimizer, OptimizerConfig, PosixPath, SimpleNamespace, signals,
+      sets, dtypes. The GLOBALs written are printed.
       --foreign adds a Transformer Engine FP8 tensor class to args.
   hostile OUTDIR deep-dict|deep-list|cycle|version [--depth N] [--ckpt-version V|none]
       A Megatron checkpoint directory (tracker, iter_0000100/mp_rank_00/model_optim_rng.pt)
@@ -388,6 +389,8 @@ def cmd_all_globals(a):
         e = enum.Enum(name, members)
         return fake(mod, name, e)
     ModelType = E("megatron.core.enums", "ModelType", [("encoder_or_decoder", 1), ("encoder_and_decoder", 2)])
+    # this one by value, as Python up to 3.10 pickles enum members
+    ModelType.__reduce_ex__ = lambda self, proto: (self.__class__, (self.value,))
     AttnBackend = E("megatron.core.transformer.enums", "AttnBackend", [("flash", 1), ("auto", 5)])
     CudaGraphModule = E("megatron.core.transformer.enums", "CudaGraphModule", [("attn", "attn"), ("mlp", "mlp")])
     InfScope = E("megatron.core.transformer.enums", "InferenceCudaGraphScope", [("none", "none")])
