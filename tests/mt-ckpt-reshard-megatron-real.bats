@@ -117,6 +117,20 @@ PY
 			run -0 REAL same-source "back-$m-$1" "$F/$m-tp1pp1"
 		done
 	done
+	# torch.load with only the weights_only globals plus argparse.Namespace (Megatron's safe loading)
+	# reads them (where Debian's python3-torch is installed, as for mt-ckpt-reshard-megatron.bats)
+	if $PY -c 'import torch' 2>/dev/null; then
+		run -0 $PY -c '
+import sys, glob, torch
+sys.path.insert(0, "'"$MT_ROOT"'/tests/reference")
+import megatron_ckpt as m
+for f in sorted(glob.glob("*-tp2pp2/iter_0000100/*/model_optim_rng.pt")):
+    sd = torch.load(f, pickle_module=m.safe_pickle)
+    print(f, sorted(sd["model"]), sd["args"].use_legacy_models, sd["args"].vocab_size)'
+		echo "$output"
+		[ "${#lines[@]}" -eq 8 ]
+		[ "${lines[1]}" = "gpt2-tp2pp2/iter_0000100/mp_rank_00_001/model_optim_rng.pt ['language_model', 'word_embeddings_for_head'] True 1000" ]
+	fi
 	# what the names are: nested under language_model, the layers numbered from 0 on each stage
 	run -0 REAL keys llama-tp2pp2/iter_0000100/mp_rank_01_001/model_optim_rng.pt
 	[[ ${lines[0]} == "model{dict}.language_model{dict}.encoder{OrderedDict}.layers.0.input_norm.weight bfloat16 [64]" ]]
