@@ -20,7 +20,7 @@ static const char *const synopsis[] = {
 	"--load CKPT --save DIR --target-tensor-parallel-size N --target-pipeline-parallel-size N",
 	"merge CKPT DIR",
 	"export --format megatron [--target-tensor-parallel-size N] [--target-pipeline-parallel-size N] "
-	"[--dtype fp32|bf16|fp16] CKPT OUTDIR",
+	"[--dtype fp32|bf16|fp16] [--megatron-names core|legacy] CKPT OUTDIR",
 	"import --format megatron [--no-load-optim] [--vocab-size N] [--iteration N] [--check-crc] MEGATRON_DIR CKPT",
 	NULL,
 };
@@ -46,7 +46,8 @@ static const struct mt_tool_info info = {
 		"--format megatron reads and writes Megatron-LM's legacy checkpoints (--ckpt-format torch:\n"
 		"iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt) at any tensor x pipeline parallel size, the\n"
 		"optimizer state included on import; export writes the target sizes' shards for Megatron's\n"
-		"default (weights_only) loading.\n"
+		"default (weights_only) loading, with megatron-core's names or (--megatron-names legacy)\n"
+		"the legacy model's.\n"
 		"--load/--save rewrites a checkpoint's files for another layout (one part per target rank,\n"
 		"holding the slices that rank reads); merge writes one self-contained model.h5. Both keep\n"
 		"the optimizer state and save DIR atomically (DIR/iter_N, DIR/latest)",
@@ -54,7 +55,7 @@ static const struct mt_tool_info info = {
 };
 
 enum { O_JSON = 256, O_FORMAT, O_NO_VERIFY, O_ITERATION, O_DIVISIBLE, O_SEQ, O_LOAD, O_SAVE, O_TTP, O_TPP, O_DTYPE,
-       O_NO_OPTIM, O_VOCAB, O_CRC };
+       O_NO_OPTIM, O_VOCAB, O_CRC, O_NAMES };
 
 static const struct mt_option layout_opts[] = {
 	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "CKPT", "the checkpoint to rewrite (directory, iter_N or model.h5)" },
@@ -143,6 +144,9 @@ static const struct mt_option hf_opts[] = {
 	{ "target-tensor-parallel-size", 0, MT_ARG_REQUIRED, O_TTP, "N", "export megatron: tensor-parallel shards (1)" },
 	{ "target-pipeline-parallel-size", 0, MT_ARG_REQUIRED, O_TPP, "N", "export megatron: pipeline stages (1)" },
 	{ "dtype", 0, MT_ARG_REQUIRED, O_DTYPE, "T", "export megatron: fp32 (default), bf16 or fp16 tensors" },
+	{ "megatron-names", 0, MT_ARG_REQUIRED, O_NAMES, "N",
+	  "export megatron: core (megatron-core's names, the default) or legacy (the legacy model's, for "
+	  "--use-legacy-models)" },
 	{ "no-load-optim", 0, MT_ARG_NONE, O_NO_OPTIM, NULL, "import megatron: the weights only" },
 	{ "vocab-size", 0, MT_ARG_REQUIRED, O_VOCAB, "N",
 	  "import megatron: the tokenizer's vocabulary (default: args, else the padded size)" },
@@ -203,14 +207,14 @@ static int verify(int argc, char **argv)
 }
 
 static int megatron(const char *const pos[2], int export, int quiet, long long ttp, long long tpp, const char *dtype,
-		    int optim, long long vocab, long long iteration, int crc);
+		    int optim, long long vocab, long long iteration, int crc, int legacy);
 
 static int hf(int argc, char **argv, int export)
 {
 	struct mt_opt o;
 	struct mt_err e = { 0 };
 	const char *pos[2] = { NULL, NULL }, *fmt = NULL, *dtype = NULL, *meg_only = NULL;
-	int id, npos = 0, verify = 1, quiet = 0, optim = 1, crc = 0;
+	int id, npos = 0, verify = 1, quiet = 0, optim = 1, crc = 0, legacy = 0, names_given = 0;
 	long long iteration = 0, divisible = 128, seq = 0, ttp = 1, tpp = 1, vocab = 0, it_given = -1;
 	enum mt_hf_format f;
 
@@ -241,6 +245,13 @@ static int hf(int argc, char **argv, int export)
 			meg_only = id == O_TTP ? "--target-tensor-parallel-size" : "--target-pipeline-parallel-size";
 			break;
 		case O_DTYPE: dtype = o.arg; meg_only = "--dtype"; break;
+		case O_NAMES:
+			if (strcmp(o.arg, "core") && strcmp(o.arg, "legacy"))
+				mt_die_usage(&o, "--megatron-names: '%s' is not core or legacy", o.arg);
+			legacy = !strcmp(o.arg, "legacy");
+			names_given = 1;
+			meg_only = "--megatron-names";
+			break;
 		case O_NO_OPTIM: optim = 0; meg_only = "--no-load-optim"; break;
 		case O_CRC: crc = 1; meg_only = "--check-crc"; break;
 		case O_VOCAB:
@@ -264,13 +275,13 @@ static int hf(int argc, char **argv, int export)
 				     "--format megatron (the checkpoint's args say them)");
 		if (export && (!optim || vocab || crc || it_given >= 0))
 			mt_die_usage(&o, "export --format megatron takes --target-tensor-parallel-size, "
-				     "--target-pipeline-parallel-size and --dtype");
-		if (!export && (dtype || ttp != 1 || tpp != 1))
-			mt_die_usage(&o, "import --format megatron reads the checkpoint's own layout and dtype: "
-				     "--target-* and --dtype are export options");
+				     "--target-pipeline-parallel-size, --dtype and --megatron-names");
+		if (!export && (dtype || ttp != 1 || tpp != 1 || names_given))
+			mt_die_usage(&o, "import --format megatron reads the checkpoint's own layout, dtype and names: "
+				     "--target-*, --dtype and --megatron-names are export options");
 		quiet = o.quiet;
 		mt_opt_free(&o);
-		rc = megatron(pos, export, quiet, ttp, tpp, dtype, optim, vocab, it_given, crc);
+		rc = megatron(pos, export, quiet, ttp, tpp, dtype, optim, vocab, it_given, crc, legacy);
 		return rc;
 	}
 	if (meg_only)
@@ -317,14 +328,14 @@ static int hf(int argc, char **argv, int export)
 }
 
 static int megatron(const char *const pos[2], int export, int quiet, long long ttp, long long tpp, const char *dtype,
-		    int optim, long long vocab, long long iteration, int crc)
+		    int optim, long long vocab, long long iteration, int crc, int legacy)
 {
 	struct mt_err e = { 0 };
 	struct mt_meg_report r;
 
 	if (export) {
 		struct mt_model m;
-		struct mt_meg_export_opts eo = { (int)ttp, (int)tpp, MT_PKD_F32 };
+		struct mt_meg_export_opts eo = { (int)ttp, (int)tpp, MT_PKD_F32, legacy };
 		if (dtype && !strcmp(dtype, "bf16"))
 			eo.dtype = MT_PKD_BF16;
 		else if (dtype && !strcmp(dtype, "fp16"))
@@ -337,9 +348,10 @@ static int megatron(const char *const pos[2], int export, int quiet, long long t
 			mt_die_err(&e);
 		if (!quiet)
 			mt_info("exported '%s' (iteration %lld) to %s as a Megatron-LM checkpoint: TP %d x PP %d, %d files, "
-				"%s, padded vocabulary %lld; load it in Megatron with --ckpt-format torch --no-load-optim "
-				"--no-load-rng", m.iterdir, (long long)m.iteration, pos[1], r.tp, r.pp, (int)r.files,
-				mt_pk_dtype_name(eo.dtype), (long long)r.cfg.padded_vocab_size);
+				"%s, padded vocabulary %lld, %s names; load it in Megatron with --ckpt-format torch%s "
+				"--no-load-optim --no-load-rng", m.iterdir, (long long)m.iteration, pos[1], r.tp, r.pp,
+				(int)r.files, mt_pk_dtype_name(eo.dtype), (long long)r.cfg.padded_vocab_size,
+				legacy ? "legacy-model" : "megatron-core", legacy ? " --use-legacy-models" : "");
 		mt_model_close(&m);
 		return 0;
 	}

@@ -341,8 +341,17 @@ static void flat_free(struct flat *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-static int flatten(const struct mt_pk *d, const char *prefix, struct flat *fl, const char *path, struct mt_err *err)
+/* The deepest state dict flattened: a model's is 3 deep (legacy: model, language_model,
+ * embedding, word_embeddings); a pickle's memo can make a dict that holds itself. */
+#define FLAT_MAX_DEPTH 32
+
+static int flatten(const struct mt_pk *d, const char *prefix, int depth, struct flat *fl, const char *path,
+		   struct mt_err *err)
 {
+	if (depth > FLAT_MAX_DEPTH)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': the model's state dict is nested more than %d deep (at '%.200s%s'): "
+				  "not a Megatron checkpoint, refused", path, FLAT_MAX_DEPTH, prefix,
+				  strlen(prefix) > 200 ? "..." : "");
 	for (int i = 0; i < d->n; i++) {
 		const struct mt_pk *k = d->items[2 * i], *v = d->items[2 * i + 1];
 		char *name;
@@ -352,7 +361,7 @@ static int flatten(const struct mt_pk *d, const char *prefix, struct flat *fl, c
 		if (asprintf(&name, "%s%s%s", prefix, *prefix ? "." : "", k->s) < 0)
 			return mt_err_set(err, MT_EXIT_IO, "out of memory");
 		if (v->kind == MT_PK_DICT) {
-			int rc = flatten(v, name, fl, path, err);
+			int rc = flatten(v, name, depth + 1, fl, path, err);
 			free(name);
 			if (rc)
 				return -1;
@@ -864,7 +873,7 @@ static int import_file(struct import *im, const char *path, int t, int pp, struc
 			mt_err_set(err, MT_EXIT_DATA, "'%s': '%s' is not a state dict", path, k);
 			goto out;
 		}
-		if (flatten(model, "", &fl, path, err))
+		if (flatten(model, "", 1, &fl, path, err))
 			goto out;
 		mt_pp_split_layers(&im->cfg, &im->sp, pp, c, &lo, &hi);
 		for (int i = start; i < fl.n; i++) {
@@ -1176,9 +1185,19 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 	{
 		const struct mt_pk *v = mt_pk_get(f0.root, "checkpoint_version");
 		double x = 0;
-		if (v && !mt_pk_as_double(v, &x) && x < 2.0) {
-			mt_err_set(err, MT_EXIT_DATA, "'%s': checkpoint_version %g: files older than 2.0 lay the QKV out "
-				   "otherwise; load and save them once with Megatron-LM first", path, x);
+		/* missing means 0 to Megatron (megatron-dist-ckpt.md section 3); every release since
+		 * 2020 writes 3.0, and none defines a later one */
+		if (!v || mt_pk_as_double(v, &x))
+			x = 0;
+		if (x < 2.0) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': checkpoint_version %g%s: files older than 2.0 lay the QKV out "
+				   "otherwise; load and save them once with Megatron-LM first", path, x,
+				   v ? "" : " (none saved, which Megatron reads as 0)");
+			goto out;
+		}
+		if (x > 3.0) {
+			mt_err_set(err, MT_EXIT_DATA, "'%s': checkpoint_version %g is newer than any Megatron-LM release writes "
+				   "(3.0): refused", path, x);
 			goto out;
 		}
 		ckv = (int64_t)(x * 10 + 0.5);
@@ -1221,8 +1240,9 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 			rank_path(path, sizeof(path), dir, t, p, im.P, "model_optim_rng.pt");
 			rank_path(dopt, sizeof(dopt), dir, t, p, im.P, "distrib_optim.pt");
 			if (o->optimizer && access(dopt, F_OK) == 0) {
-				mt_err_set(err, MT_EXIT_DATA, "'%s': the distributed optimizer's state is not read yet: import "
-					   "with --no-load-optim for the weights only", dopt);
+				mt_err_set(err, MT_EXIT_DATA, "'%s': the distributed optimizer's state is not read (no Megatron "
+					   "release's layout of it is specified: docs/mt-ckpt-reshard.md): import with "
+					   "--no-load-optim for the weights only", dopt);
 				goto out;
 			}
 			if (import_file(&im, path, t, p, err))

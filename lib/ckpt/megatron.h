@@ -18,13 +18,16 @@
  * (Megatron's non-distributed mixed-precision or fp32 optimizer in model_optim_rng.pt), the
  * fp32 master weights become mt's weights and Adam's exp_avg and exp_avg_sq its moments;
  * the step is Adam's. distrib_optim.pt (the distributed optimizer's flat buffers) is not
- * read yet: refused naming it, unless the optimizer state is not asked for. The vocabulary keeps Megatron's padding
+ * read (no release's layout of it is specified): refused naming it, unless the optimizer
+ * state is not asked for. The vocabulary keeps Megatron's padding
  * (args.padded_vocab_size, TP-dependent: mt's loader reads any). Every file and tensor is
  * checked: shapes against args, every shard present once, nothing left unread that
  * holds weights; errors name the file and the key (MT_EXIT_DATA), or the option
  * (MT_EXIT_USAGE) for a model mt does not implement (MoE, qk-layernorm, ...).
  *
- * Export writes megatron-core's local-layer key names at a target TP x PP, the tensors in
+ * Export writes megatron-core's local-layer key names (or, on request, the legacy model's
+ * nested ones, which Megatron's --use-legacy-models loader needs) at a target TP x PP that
+ * Megatron can load (every size it splits divides, else MT_EXIT_USAGE), the tensors in
  * the chosen dtype, args as a Namespace of plain values, iteration, checkpoint_version
  * 3.0, with only the pickle opcodes and globals that torch.load(weights_only=True)
  * accepts once Megatron has registered argparse.Namespace (its default loading). No
@@ -63,6 +66,8 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 struct mt_meg_export_opts {
 	int tp, pp;
 	enum mt_pk_dtype dtype; /* F32, BF16 or F16 */
+	int legacy_names;       /* 1: the legacy model's nested names (megatron.legacy.model.GPTModel, which
+				 * Megatron-LM loads with --use-legacy-models); 0: megatron-core's */
 };
 
 /* Write the model as a Megatron checkpoint into outdir (which must not exist or be

@@ -1,5 +1,6 @@
 /* megatron_export.c: mt checkpoints written as Megatron-LM legacy checkpoints (megatron.h's
- * export): megatron-core's local-layer state dict of each stage, args as a Namespace, each
+ * export): megatron-core's local-layer state dict of each stage (or the legacy model's
+ * nested one), args as a Namespace, each
  * rank's model_optim_rng.pt at the target TP x PP in the chosen dtype. Reading them is
  * megatron.c. */
 #include "ckpt/megatron.h"
@@ -61,17 +62,52 @@ static uint16_t f32_to_f16(float f)
 
 /* ---- export ---- */
 
+/* Where an entry goes in the saved `model`: megatron-core's flat state dict, or one of the
+ * legacy model's nested state dicts (megatron.legacy.model.GPTModel's
+ * state_dict_for_save_checkpoint, as Megatron-LM core_v0.12.3 writes it): model =
+ * {language_model: {embedding: {word_embeddings: {weight}, position_embeddings: {weight}},
+ * encoder: {layers.N...., final_norm.*}, output_layer: {weight, _extra_state}},
+ * word_embeddings_for_head: {weight}} (plain dicts outside, OrderedDicts of tensors). */
+enum group { G_CORE, G_WORD, G_POS, G_ENCODER, G_OUTPUT, G_HEAD, G_NGROUPS };
+
 struct entry {
 	char name[160];
 	const struct mt_param *p;   /* NULL: an _extra_state (None) */
+	enum group grp;
+	int key;                    /* the storage's key (data/N), in the order of the entries */
 };
 
-/* Megatron-core's state dict of stage `stage` (local layers), in its modules' order. */
-static int stage_entries(const struct mt_config *c, const struct mt_params *tab, int P, int stage, struct entry **out,
-			 int *n)
+/* The legacy model's names of a layer's parameters and of its linear layers' extra state. */
+static const struct {
+	const char *name;
+	enum mt_param_kind kind;
+	int extra_after;
+} legacy_layer[] = {
+	{ "input_norm.weight", MT_P_LN1_W, 0 },
+	{ "input_norm.bias", MT_P_LN1_B, 0 },
+	{ "self_attention.query_key_value.weight", MT_P_QKV_W, 0 },
+	{ "self_attention.query_key_value.bias", MT_P_QKV_B, 0 },
+	{ "self_attention.query_key_value._extra_state", MT_P_NKINDS, 1 },
+	{ "self_attention.dense.weight", MT_P_PROJ_W, 0 },
+	{ "self_attention.dense.bias", MT_P_PROJ_B, 0 },
+	{ "self_attention.dense._extra_state", MT_P_NKINDS, 1 },
+	{ "post_attention_norm.weight", MT_P_LN2_W, 0 },
+	{ "post_attention_norm.bias", MT_P_LN2_B, 0 },
+	{ "mlp.dense_h_to_4h.weight", MT_P_FC1_W, 0 },
+	{ "mlp.dense_h_to_4h.bias", MT_P_FC1_B, 0 },
+	{ "mlp.dense_h_to_4h._extra_state", MT_P_NKINDS, 1 },
+	{ "mlp.dense_4h_to_h.weight", MT_P_FC2_W, 0 },
+	{ "mlp.dense_4h_to_h.bias", MT_P_FC2_B, 0 },
+	{ "mlp.dense_4h_to_h._extra_state", MT_P_NKINDS, 1 },
+};
+
+/* The state dict of stage `stage` (local layers), in its modules' order: megatron-core's
+ * names, or the legacy model's (legacy). */
+static int stage_entries(const struct mt_config *c, const struct mt_params *tab, int P, int stage, int legacy,
+			 struct entry **out, int *n)
 {
 	struct mt_pp_split sp = { P, 1, 0, 0 };
-	int lo, hi, cap = 64, k = 0, first = stage == 0, last = stage == P - 1;
+	int lo, hi, cap = 64, k = 0, nkeys = 0, first = stage == 0, last = stage == P - 1;
 	struct entry *e = malloc((size_t)cap * sizeof(*e));
 	static const struct {
 		const char *name;
@@ -92,7 +128,7 @@ static int stage_entries(const struct mt_config *c, const struct mt_params *tab,
 
 	if (!e)
 		return -1;
-#define ADD(P_, ...) \
+#define ADDG(G_, P_, ...) \
 	do { \
 		if (k == cap) { \
 			struct entry *x_ = realloc(e, (size_t)(cap *= 2) * sizeof(*e)); \
@@ -100,14 +136,46 @@ static int stage_entries(const struct mt_config *c, const struct mt_params *tab,
 			e = x_; \
 		} \
 		snprintf(e[k].name, sizeof(e[k].name), __VA_ARGS__); \
+		e[k].grp = (G_); \
+		e[k].key = (P_) ? nkeys++ : -1; \
 		e[k++].p = (P_); \
 	} while (0)
+#define ADD(P_, ...) ADDG(G_CORE, P_, __VA_ARGS__)
+	mt_pp_split_layers(c, &sp, stage, 0, &lo, &hi);
+	if (legacy) {
+		if (first) {
+			ADDG(G_WORD, mt_params_get(tab, -1, MT_P_WORD_EMB), "weight");
+			if (mt_params_get(tab, -1, MT_P_POS_EMB))
+				ADDG(G_POS, mt_params_get(tab, -1, MT_P_POS_EMB), "weight");
+		}
+		for (int l = lo; l < hi; l++)
+			for (size_t j = 0; j < sizeof(legacy_layer) / sizeof(legacy_layer[0]); j++) {
+				if (legacy_layer[j].extra_after)
+					ADDG(G_ENCODER, NULL, "layers.%d.%s", l - lo, legacy_layer[j].name);
+				else if (mt_params_get(tab, l, legacy_layer[j].kind))
+					ADDG(G_ENCODER, mt_params_get(tab, l, legacy_layer[j].kind), "layers.%d.%s", l - lo,
+					     legacy_layer[j].name);
+			}
+		if (last) {
+			ADDG(G_ENCODER, mt_params_get(tab, -1, MT_P_FINAL_W), "final_norm.weight");
+			if (mt_params_get(tab, -1, MT_P_FINAL_B))
+				ADDG(G_ENCODER, mt_params_get(tab, -1, MT_P_FINAL_B), "final_norm.bias");
+			if (c->untie_embeddings_and_output_weights) {
+				ADDG(G_OUTPUT, mt_params_get(tab, -1, MT_P_OUTPUT), "weight");
+				ADDG(G_OUTPUT, NULL, "_extra_state");
+			} else if (!first) {
+				ADDG(G_HEAD, mt_params_get(tab, -1, MT_P_WORD_EMB), "weight"); /* the tied copy */
+			}
+		}
+		*out = e;
+		*n = k;
+		return 0;
+	}
 	if (first) {
 		ADD(mt_params_get(tab, -1, MT_P_WORD_EMB), "embedding.word_embeddings.weight");
 		if (mt_params_get(tab, -1, MT_P_POS_EMB))
 			ADD(mt_params_get(tab, -1, MT_P_POS_EMB), "embedding.position_embeddings.weight");
 	}
-	mt_pp_split_layers(c, &sp, stage, 0, &lo, &hi);
 	for (int l = lo; l < hi; l++)
 		for (size_t j = 0; j < sizeof(layer) / sizeof(layer[0]); j++) {
 			if (layer[j].extra_after) {
@@ -128,6 +196,7 @@ static int stage_entries(const struct mt_config *c, const struct mt_params *tab,
 		ADD(NULL, "output_layer._extra_state");
 	}
 #undef ADD
+#undef ADDG
 	*out = e;
 	*n = k;
 	return 0;
@@ -178,7 +247,10 @@ static void write_args(struct mt_pkw *w, const struct mt_model *m, const struct 
 	ns_bool(w, "untie_embeddings_and_output_weights", c->untie_embeddings_and_output_weights);
 	ns_int(w, "make_vocab_size_divisible_by", c->make_vocab_size_divisible_by);
 	ns_int(w, "padded_vocab_size", padded);
-	ns_int(w, "vocab_size", c->vocab_size);
+	/* Megatron's --vocab-size: a NullTokenizer's N counts the ids below its end-of-document
+	 * id N, which mt's vocabulary includes (the import adds it back) */
+	ns_int(w, "vocab_size", m->tok_type && !strcmp(m->tok_type, "NullTokenizer") && c->vocab_size > 1 ?
+		c->vocab_size - 1 : c->vocab_size);
 	ns_real(w, "init_method_std", c->init_method_std);
 	ns_real(w, "attention_dropout", 0);
 	ns_real(w, "hidden_dropout", 0);
@@ -200,10 +272,84 @@ static void write_args(struct mt_pkw *w, const struct mt_model *m, const struct 
 	ns_str(w, "merge_file", m->tok_merge_file);
 	ns_str(w, "tokenizer_model", m->tok_model);
 	ns_str(w, "transformer_impl", "local");
+	ns_bool(w, "use_legacy_models", o->legacy_names);
 	ns_bool(w, "use_distributed_optimizer", 0);
 	ns_str(w, "ckpt_format", "torch");
 	ns_bool(w, "data_parallel_random_init", 0);
 	mt_pkw_namespace_end(w);
+}
+
+/* The tensor (or None) of entry x: a reference to its storage, of its shard's shape. */
+static void write_value(struct mt_pkw *w, const struct entry *x, const struct mt_meg_export_opts *o, int64_t padded)
+{
+	int64_t shape[2];
+	char key[24];
+
+	if (!x->p) {
+		mt_pkw_none(w);
+		return;
+	}
+	mt_meg_shard_shape(x->p, o->tp, &shape[0], &shape[1]);
+	if (x->p->split == MT_SPLIT_VOCAB)
+		shape[0] = padded / o->tp;
+	snprintf(key, sizeof(key), "%d", x->key);
+	mt_pkw_tensor(w, o->dtype, key, x->p->ndim, shape);
+}
+
+/* One state dict (an OrderedDict) of the entries of group g. */
+static void write_group(struct mt_pkw *w, const struct entry *e, int n, enum group g,
+			const struct mt_meg_export_opts *o, int64_t padded)
+{
+	mt_pkw_odict_begin(w);
+	for (int i = 0; i < n; i++)
+		if (e[i].grp == g) {
+			mt_pkw_str(w, e[i].name);
+			write_value(w, &e[i], o, padded);
+		}
+	mt_pkw_dict_end(w);
+}
+
+/* The saved `model`: megatron-core's flat OrderedDict, or the legacy model's nesting
+ * (struct entry's groups). */
+static void write_model(struct mt_pkw *w, const struct entry *e, int n, const struct mt_meg_export_opts *o,
+			int64_t padded)
+{
+	int has[G_NGROUPS] = { 0 };
+
+	if (!o->legacy_names) {
+		write_group(w, e, n, G_CORE, o, padded);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		has[e[i].grp] = 1;
+	mt_pkw_dict_begin(w);
+	mt_pkw_str(w, "language_model");
+	mt_pkw_dict_begin(w);
+	if (has[G_WORD] || has[G_POS]) {
+		mt_pkw_str(w, "embedding");
+		mt_pkw_dict_begin(w);
+		if (has[G_WORD]) {
+			mt_pkw_str(w, "word_embeddings");
+			write_group(w, e, n, G_WORD, o, padded);
+		}
+		if (has[G_POS]) {
+			mt_pkw_str(w, "position_embeddings");
+			write_group(w, e, n, G_POS, o, padded);
+		}
+		mt_pkw_dict_end(w);
+	}
+	mt_pkw_str(w, "encoder");
+	write_group(w, e, n, G_ENCODER, o, padded);
+	if (has[G_OUTPUT]) {
+		mt_pkw_str(w, "output_layer");
+		write_group(w, e, n, G_OUTPUT, o, padded);
+	}
+	mt_pkw_dict_end(w);
+	if (has[G_HEAD]) {
+		mt_pkw_str(w, "word_embeddings_for_head");
+		write_group(w, e, n, G_HEAD, o, padded);
+	}
+	mt_pkw_dict_end(w);
 }
 
 static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts *o, const char *file, int t, int p,
@@ -211,7 +357,7 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 {
 	const struct mt_config *c = &m->cfg;
 	struct entry *e = NULL;
-	int n = 0, nt = 0, rc = -1;
+	int n = 0, rc = -1;
 	struct mt_pkw w;
 	struct mt_tzw z;
 	float *sh = NULL;
@@ -221,7 +367,7 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 	/* a copy of a vocabulary row for Megatron's padding past mt's: the last real row */
 	int64_t fill = c->vocab_size - 1;
 
-	if (stage_entries(c, &m->params, o->pp, p, &e, &n))
+	if (stage_entries(c, &m->params, o->pp, p, o->legacy_names, &e, &n))
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	mt_pkw_init(&w);
 	mt_pkw_dict_begin(&w);
@@ -232,22 +378,7 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 	mt_pkw_str(&w, "iteration");
 	mt_pkw_int(&w, m->iteration);
 	mt_pkw_str(&w, "model");
-	mt_pkw_odict_begin(&w);
-	for (int i = 0; i < n; i++) {
-		mt_pkw_str(&w, e[i].name);
-		if (!e[i].p) {
-			mt_pkw_none(&w);
-		} else {
-			int64_t shape[2];
-			char key[24];
-			mt_meg_shard_shape(e[i].p, o->tp, &shape[0], &shape[1]);
-			if (e[i].p->split == MT_SPLIT_VOCAB)
-				shape[0] = padded / o->tp;
-			snprintf(key, sizeof(key), "%d", nt++);
-			mt_pkw_tensor(&w, o->dtype, key, e[i].p->ndim, shape);
-		}
-	}
-	mt_pkw_dict_end(&w);
+	write_model(&w, e, n, o, padded);
 	mt_pkw_str(&w, "num_floating_point_operations_so_far");
 	mt_pkw_int(&w, 0);
 	mt_pkw_dict_end(&w);
@@ -261,7 +392,6 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 	if (mt_tzw_add(&z, "data.pkl", w.b, w.n, err) || mt_tzw_add(&z, ".format_version", "1", 1, err) ||
 	    mt_tzw_add(&z, ".storage_alignment", "64", 2, err) || mt_tzw_add(&z, "byteorder", "little", 6, err))
 		goto out_z;
-	nt = 0;
 	for (int i = 0; i < n; i++) {
 		const struct mt_param *q = e[i].p;
 		int64_t r, cc, numel;
@@ -302,7 +432,7 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 				((unsigned char *)out)[2 * k + 1] = (unsigned char)(h >> 8);
 			}
 		}
-		snprintf(key, sizeof(key), "data/%d", nt++);
+		snprintf(key, sizeof(key), "data/%d", e[i].key);
 		if (mt_tzw_add(&z, key, out, (uint64_t)numel * es, err))
 			goto out_z;
 	}
@@ -336,25 +466,43 @@ int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_
 	int rc = -1;
 
 	memset(r, 0, sizeof(*r));
-	/* what Megatron can split as asked */
+	/* what Megatron can split as asked (its divide() of each size by the TP size, the
+	 * checks mt-train makes: params.c's check_tp, mt_pp_split_check); files it would refuse
+	 * to load are not written */
 	if (o->tp < 1 || o->pp < 1)
 		return mt_err_set(err, MT_EXIT_USAGE, "the target parallel sizes must be positive");
+	if (padded < c->vocab_size)
+		padded = c->vocab_size;
 	if (c->num_attention_heads % o->tp)
 		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d does not divide the %d attention heads",
 				  o->tp, c->num_attention_heads);
-	if (c->num_query_groups % o->tp && o->tp % c->num_query_groups)
-		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d and the %d query groups: one must "
-				  "divide the other", o->tp, c->num_query_groups);
+	if (c->num_query_groups % o->tp)
+		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d does not divide the %d query groups: "
+				  "Megatron gives each tensor-parallel rank whole query groups and would not load the files",
+				  o->tp, c->num_query_groups);
 	if (c->ffn_hidden_size % o->tp)
 		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d does not divide --ffn-hidden-size %d",
 				  o->tp, c->ffn_hidden_size);
+	if (padded % o->tp)
+		return mt_err_set(err, MT_EXIT_USAGE, "--target-tensor-parallel-size %d does not divide the padded vocabulary "
+				  "%lld", o->tp, (long long)padded);
 	if (c->num_layers % o->pp)
 		return mt_err_set(err, MT_EXIT_USAGE, "--target-pipeline-parallel-size %d does not divide the %d layers", o->pp,
 				  c->num_layers);
+	{
+		/* and whatever else mt-train refuses at these sizes */
+		struct mt_config tc = *c;
+		struct mt_params pt;
+		struct mt_pp_split sp = { o->pp, 1, 0, 0 };
+		tc.padded_vocab_size = padded;
+		if (mt_params_build_tp(&pt, &tc, o->tp, 0, 0, err))
+			return mt_err_prefix(err, "export at --target-tensor-parallel-size %d", o->tp);
+		mt_params_free(&pt);
+		if (mt_pp_split_check(&tc, &sp, err))
+			return mt_err_prefix(err, "export at --target-pipeline-parallel-size %d", o->pp);
+	}
 	if (o->dtype != MT_PKD_F32 && o->dtype != MT_PKD_BF16 && o->dtype != MT_PKD_F16)
 		return mt_err_set(err, MT_EXIT_USAGE, "the export dtype must be fp32, bf16 or fp16");
-	if (padded < c->vocab_size)
-		padded = c->vocab_size;
 	if (stat(outdir, &st) == 0) {
 		DIR *d = opendir(outdir);
 		struct dirent *e;

@@ -120,6 +120,8 @@ static int push_item(struct mt_pk *c, struct mt_pk *v)
 		c->cap = cap;
 	}
 	c->items[c->n++] = v;
+	if (v->depth >= c->depth)
+		c->depth = v->depth + 1;
 	return 0;
 }
 
@@ -135,7 +137,10 @@ enum role {
 	R_STORAGE,    /* storage classes, in persistent ids */
 	R_DTYPE,      /* torch dtypes, signal.SIG*: values */
 	R_OBJECT,     /* opaque: REDUCE, NEWOBJ, BUILD make an object */
-	R_GETATTR,    /* getattr(allowed class, 'name'): Python 3.11's pickling of enum members */
+	R_GETATTR,    /* getattr(enum class, 'name'): how Python 3.11 on pickles enum members */
+	R_ENUM,       /* an enum class: REDUCE (value,) or getattr(cls, 'NAME') -> an opaque member */
+	R_FROM_TYPE,  /* torch._tensor._rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, args, state) */
+	R_TYPE,       /* torch.Tensor: only as _rebuild_from_type_v2's type, never called */
 };
 
 static const struct {
@@ -156,12 +161,30 @@ static const struct {
 	{ "builtins.set", R_OBJECT },
 	{ "builtins.frozenset", R_OBJECT },
 	{ "collections.Counter", R_OBJECT },
+	/* megatron-dist-ckpt.md section 1.3: what core_v0.10 to HEAD legacy files can hold */
+	{ "__builtin__.set", R_OBJECT },             /* protocol 2 names builtins so */
+	{ "__builtin__.frozenset", R_OBJECT },
+	{ "torch._tensor._rebuild_from_type_v2", R_FROM_TYPE }, /* a tensor with Python attributes */
+	{ "torch.Tensor", R_TYPE },
+	{ "torch._C.Generator", R_OBJECT },          /* graph-safe RNG tracker states */
+	{ "_io.BytesIO", R_OBJECT },                 /* older Transformer Engine's _extra_state */
+	{ "megatron.core.optimizer.optimizer_config.OptimizerConfig", R_OBJECT },
+	{ "megatron.core.rerun_state_machine.Call", R_OBJECT },   /* NamedTuples */
+	{ "megatron.core.rerun_state_machine.Caller", R_OBJECT },
+	{ "megatron.core.rerun_state_machine.RerunMode", R_ENUM },
+	{ "megatron.core.rerun_state_machine.RerunState", R_ENUM },
+	{ "megatron.core.rerun_state_machine.RerunDiagnostic", R_ENUM },
+	{ "megatron.core.enums.ModelType", R_ENUM },
+	{ "megatron.core.transformer.enums.AttnBackend", R_ENUM },
+	{ "megatron.core.transformer.enums.CudaGraphModule", R_ENUM },
+	{ "megatron.core.transformer.enums.InferenceCudaGraphScope", R_ENUM },
+	{ "megatron.core.transformer.enums.CudaGraphScope", R_ENUM },
 	{ "pathlib.PosixPath", R_OBJECT },
 	{ "pathlib.PurePosixPath", R_OBJECT },
 	{ "pathlib.WindowsPath", R_OBJECT },
 	{ "pathlib.PureWindowsPath", R_OBJECT },
 	{ "pathlib.Path", R_OBJECT },
-	{ "signal.Signals", R_OBJECT },
+	{ "signal.Signals", R_ENUM },
 	{ "numpy.core.multiarray._reconstruct", R_OBJECT },
 	{ "numpy._core.multiarray._reconstruct", R_OBJECT },
 	{ "numpy.core.multiarray.scalar", R_OBJECT },
@@ -177,7 +200,8 @@ static const char *const dtype_globals[] = {
 	"torch.float32", "torch.float", "torch.float16", "torch.half", "torch.bfloat16", "torch.float64",
 	"torch.double", "torch.int64", "torch.long", "torch.int32", "torch.int", "torch.int16", "torch.short",
 	"torch.int8", "torch.uint8", "torch.bool", "torch.complex64", "torch.complex128", "torch.float8_e4m3fn",
-	"torch.float8_e5m2",
+	"torch.float8_e5m2", "torch.float8_e4m3fnuz", "torch.float8_e5m2fnuz", "torch.float8_e8m0fnu", "torch.uint16",
+	"torch.uint32", "torch.uint64", "torch.complex32", "torch.chalf", "torch.cfloat", "torch.cdouble",
 };
 
 static enum role role_of(const char *name, enum mt_pk_dtype *d)
@@ -197,9 +221,6 @@ static enum role role_of(const char *name, enum mt_pk_dtype *d)
 	/* signals by name (signal.SIGTERM: Python pickles signal.Signals members as globals) */
 	if (!strncmp(name, "signal.SIG", 10) && strlen(name) < 24)
 		return R_DTYPE;
-	/* Megatron's enums in args (AttnBackend, ModelType, ...): megatron.core.*enums*.Name */
-	if (!strncmp(name, "megatron.core.", 14) && strstr(name, "enums."))
-		return R_OBJECT;
 	return R_NONE;
 }
 
@@ -232,10 +253,40 @@ static int fail(struct vm *m, int code, const char *fmt, ...)
 
 #define OOM() fail(m, MT_EXIT_IO, "out of memory")
 
+static const char *kind_name(enum mt_pk_kind k)
+{
+	switch (k) {
+	case MT_PK_TUPLE: return "tuples";
+	case MT_PK_LIST: return "lists";
+	case MT_PK_DICT: return "dicts";
+	case MT_PK_OBJECT: return "objects";
+	case MT_PK_TENSOR: return "a tensor's attributes";
+	default: return "values";
+	}
+}
+
+/* Nesting is bounded, so that every walk of the tree (recursive or not) ends: a value
+ * holds its depth (1 + its deepest part's, counted as parts are added), and one deeper
+ * than MT_PK_MAX_DEPTH is refused as it is made. */
+static int check_depth(struct vm *m, const struct mt_pk *v)
+{
+	if (v->depth > MT_PK_MAX_DEPTH)
+		return fail(m, MT_EXIT_DATA, "%s nested more than %d deep: refused", kind_name(v->kind), MT_PK_MAX_DEPTH);
+	return 0;
+}
+
+static void deepen(struct mt_pk *c, const struct mt_pk *part)
+{
+	if (part && part->depth >= c->depth)
+		c->depth = part->depth + 1;
+}
+
 static int push(struct vm *m, struct mt_pk *v)
 {
 	if (!v)
 		return OOM();
+	if (check_depth(m, v))
+		return -1;
 	if (m->sn == m->scap) {
 		size_t cap = m->scap ? 2 * m->scap : 64;
 		struct mt_pk **x = realloc(m->st, cap * sizeof(*x));
@@ -500,19 +551,50 @@ static int op_reduce(struct vm *m)
 			return OOM();
 		r->s = f->s;
 		r->args = args;
+		deepen(r, args);
+		break;
+	case R_ENUM:
+		/* an enum member by value (Python up to 3.10): (module.Class, (value,)) */
+		if (args->n != 1 || (args->items[0]->kind != MT_PK_INT && args->items[0]->kind != MT_PK_STR &&
+				     args->items[0]->kind != MT_PK_FLOAT && args->items[0]->kind != MT_PK_BOOL))
+			return fail(m, MT_EXIT_DATA, "enum '%s' of something other than one plain value: refused", f->s);
+		r = node(m->a, MT_PK_OBJECT, m->op_at);
+		if (!r)
+			return OOM();
+		r->s = f->s;
+		r->args = args;
+		deepen(r, args);
 		break;
 	case R_GETATTR: {
-		/* an enum member by name: the class is a global already checked against the table */
+		/* an enum member by name (Python 3.11 on): (module.Class.NAME, (class, 'NAME')); the class
+		 * is a global already checked against the table */
 		char *s;
 		if (args->n != 2 || args->items[0]->kind != MT_PK_GLOBAL || args->items[1]->kind != MT_PK_STR ||
-		    role_of(args->items[0]->s, &d) != R_OBJECT)
-			return fail(m, MT_EXIT_DATA, "getattr of something other than a listed class and a name: refused");
+		    role_of(args->items[0]->s, &d) != R_ENUM)
+			return fail(m, MT_EXIT_DATA, "getattr of something other than a listed enum class and a name: refused");
 		r = node(m->a, MT_PK_OBJECT, m->op_at);
 		if (!r || !(s = str_alloc(m->a, strlen(args->items[0]->s) + args->items[1]->len + 1)))
 			return OOM();
 		sprintf(s, "%s.%s", args->items[0]->s, args->items[1]->s);
 		r->s = s;
 		r->args = args;
+		deepen(r, args);
+		break;
+	}
+	case R_FROM_TYPE: {
+		/* torch >= 2's pickling of a tensor with Python attributes (Megatron's fp32 master
+		 * copies carry tensor_model_parallel, partition_dim...): the tensor, its attributes
+		 * kept as its state */
+		enum mt_pk_dtype d2;
+		if (args->n != 4 || args->items[0]->kind != MT_PK_GLOBAL || role_of(args->items[0]->s, &d2) != R_TENSOR ||
+		    args->items[1]->kind != MT_PK_GLOBAL || role_of(args->items[1]->s, &d2) != R_TYPE ||
+		    args->items[2]->kind != MT_PK_TUPLE)
+			return fail(m, MT_EXIT_DATA, "_rebuild_from_type_v2 of something other than (_rebuild_tensor_v2, "
+				    "torch.Tensor, arguments, state): refused");
+		if (rebuild_tensor(m, args->items[2], &r))
+			return -1;
+		r->state = args->items[3];
+		deepen(r, r->state);
 		break;
 	}
 	default:
@@ -530,7 +612,8 @@ static int op_build(struct vm *m)
 	if (inst->kind == MT_PK_OBJECT || inst->kind == MT_PK_DICT) {
 		/* an object's state; an OrderedDict's {'_metadata': ...} (kept, never used) */
 		inst->state = state;
-		return 0;
+		deepen(inst, state);
+		return check_depth(m, inst);
 	}
 	return fail(m, MT_EXIT_DATA, "BUILD on a value that is not an object or OrderedDict");
 }
@@ -736,7 +819,7 @@ static int step(struct vm *m, int *done)
 			return -1;
 		if (t->kind != MT_PK_LIST)
 			return fail(m, MT_EXIT_DATA, "APPEND to something that is not a list");
-		return push_item(t, v) ? OOM() : 0;
+		return push_item(t, v) ? OOM() : check_depth(m, t);
 	case 'e': case 0x90: /* APPENDS, ADDITEMS */
 		if ((mk = find_mark(m)) < 0)
 			return -1;
@@ -746,7 +829,7 @@ static int step(struct vm *m, int *done)
 			if (push_item(t, m->st[i]))
 				return OOM();
 		m->sn = (size_t)mk;
-		return 0;
+		return check_depth(m, t);
 	case 'd': /* DICT */
 		if ((mk = find_mark(m)) < 0)
 			return -1;
@@ -792,6 +875,7 @@ static int step(struct vm *m, int *done)
 			}
 			if (j < t->n) {
 				t->items[2 * j + 1] = m->st[i + 1];
+				deepen(t, m->st[i + 1]);
 				continue;
 			}
 			{
@@ -803,7 +887,7 @@ static int step(struct vm *m, int *done)
 			}
 		}
 		m->sn = op == 's' ? m->sn - 2 : (size_t)mk;
-		return 0;
+		return check_depth(m, t);
 	}
 	case 'c': { /* GLOBAL */
 		const char *mod, *name;
@@ -841,6 +925,7 @@ static int step(struct vm *m, int *done)
 			return OOM();
 		v->s = cls->s;
 		v->args = args;
+		deepen(v, args);
 		return push(m, v);
 	}
 	case 'b':

@@ -5,22 +5,38 @@
  * (and the few opcodes of protocols 3 and 4 that a newer Python may emit) is read; any
  * other opcode (the text opcodes of protocol 0, INST, OBJ, EXT*, PERSID) is refused with
  * its byte offset. Globals are looked up in a fixed table, each with the one role it may
- * play; a global outside it is refused by name and offset:
+ * play; a global outside it is refused by name and offset. The table holds every global of
+ * megatron-dist-ckpt.md section 1.3 (what Megatron-LM core_v0.10 to HEAD legacy files can
+ * hold) and a few of the same kinds:
  *
- *   collections.OrderedDict                  REDUCE with () -> a dict (BUILD of its _metadata ignored)
+ *   collections.OrderedDict                  REDUCE with () or ([pairs]) -> a dict (BUILD of its _metadata kept)
  *   torch._utils._rebuild_tensor_v2          REDUCE -> a tensor (storage, offset, size, stride)
- *   torch._utils._rebuild_parameter          REDUCE -> its tensor
+ *   torch._tensor._rebuild_from_type_v2      REDUCE (_rebuild_tensor_v2, torch.Tensor, args, state) -> a
+ *     + torch.Tensor                         tensor, its Python attributes as its state; torch.Tensor is
+ *                                            only ever that type argument
+ *   torch._utils._rebuild_parameter(_with_state)  REDUCE -> its tensor
  *   torch.FloatStorage, BFloat16Storage...   inside a persistent id ('storage', cls, key, location, numel)
  *   torch.float32, torch.bfloat16...         values (dtypes, as in args.params_dtype)
  *   signal.SIGTERM and kin                   values (args.exit_signal)
- *   builtins.getattr                         REDUCE (listed class, 'name') -> an opaque object (an enum
- *                                            member as Python 3.11 pickles it)
+ *   enums: megatron.core.enums.ModelType; megatron.core.transformer.enums.AttnBackend,
+ *     CudaGraphModule, InferenceCudaGraphScope, CudaGraphScope;
+ *     megatron.core.rerun_state_machine.RerunMode, RerunState, RerunDiagnostic; signal.Signals
+ *                                            REDUCE (value,) -> an opaque object (class, (value,))
+ *   __builtin__/builtins.getattr             REDUCE (enum class, 'NAME') -> an opaque object
+ *                                            ("module.Class.NAME", (class, 'NAME')): enum members as
+ *                                            Python pickles them (by value up to 3.10,
+ *                                            by name from 3.11); never instantiated
  *   torch.Size                               REDUCE -> a tuple
  *   _codecs.encode                           REDUCE (str, 'latin1') -> bytes (protocol 2's bytes)
- *   argparse.Namespace, types.SimpleNamespace  NEWOBJ + BUILD -> an object with attributes
- *   numpy's _reconstruct, ndarray, dtype, scalar; pathlib.PosixPath and kin; signal.Signals;
- *   torch.device; builtins.set, frozenset; megatron.core's enums (modules named *enums*)
+ *   argparse.Namespace, types.SimpleNamespace, megatron.core.optimizer.optimizer_config.OptimizerConfig,
+ *   megatron.core.rerun_state_machine.Call and Caller (NamedTuples), _io.BytesIO, torch._C.Generator,
+ *   torch.device, numpy's _reconstruct, ndarray, dtype, scalar; pathlib.PosixPath and kin;
+ *   builtins.set, frozenset (and __builtin__'s), collections.Counter
  *                                            REDUCE/NEWOBJ/BUILD -> an opaque object
+ *
+ * Nesting is bounded (MT_PK_MAX_DEPTH, struct mt_pk's depth): a deeper pickle is refused
+ * with its offset. Memo references can still make cycles, so a walk of the tree stops at a
+ * depth of its own.
  *
  * Opaque objects are kept (class name, arguments, state) but never interpreted: the walk
  * covers the whole pickle, and what mt needs (the model's tensors, args' numbers and
@@ -72,7 +88,13 @@ struct mt_pk {
 	int64_t offset;              /* TENSOR: storage offset, in elements */
 	int ndim;
 	int64_t size[MT_PK_MAX_DIMS], stride[MT_PK_MAX_DIMS];
+	int depth;                   /* nesting: 0 for a leaf, else 1 + its deepest part's (at most MT_PK_MAX_DEPTH) */
 };
+
+/* The deepest nesting the reader makes (deeper: refused as it is made). The tree may still
+ * hold cycles (a memoized container put inside itself): a walk of it must stop at a depth
+ * of its own, e.g. this one. */
+#define MT_PK_MAX_DEPTH 100
 
 struct mt_pk_arena;
 

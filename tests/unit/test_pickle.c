@@ -2,7 +2,10 @@
  * shared between keys, LONG1, BINFLOAT, TUPLE2, UTF-8), mt's writer read back by mt's reader
  * (a Namespace of every plain type, an OrderedDict of tensors), refusals with their byte
  * offsets (a foreign opcode, a global outside the list, a truncated pickle, a stack
- * underflow, a tensor view past its storage, an unset memo entry), and the ZIP container:
+ * underflow, a tensor view past its storage, an unset memo entry), the globals of Megatron's
+ * own files (enums by name and by value, a tensor with Python attributes, BytesIO,
+ * Generator; a listed module's unlisted name refused), nesting bounded at MT_PK_MAX_DEPTH
+ * (and a dict holding itself read as such), and the ZIP container:
  * members 64-byte aligned, CRC-32s, a corrupt byte caught, a truncated file refused. */
 #include <stdint.h>
 #include <stdio.h>
@@ -167,6 +170,130 @@ static void refusals(void)
 	}
 }
 
+static int parses(const char *b, size_t n, struct mt_pk_arena **a, struct mt_pk **r, struct mt_err *e)
+{
+	return parse(b, n, a, r, e);
+}
+
+#define P2 "\x80\x02"
+#define GA "c__builtin__\ngetattr\n"
+
+static void megatron_globals(void)
+{
+	struct mt_pk_arena *a;
+	struct mt_pk *r;
+	struct mt_err e;
+	int64_t x;
+	static const char by_name[] = P2 GA "cmegatron.core.rerun_state_machine\nRerunMode\n"
+				      "X\x08\x00\x00\x00" "DISABLED\x86R.";
+	static const char by_value[] = P2 "cmegatron.core.enums\nModelType\nK\x01\x85R.";
+	static const char bytesio[] = P2 "c_io\nBytesIO\n)\x81" "c_codecs\nencode\nX\x02\x00\x00\x00" "xyX\x06\x00\x00\x00"
+				      "latin1\x86RK\x00N\x87" "b.";
+	static const char generator[] = P2 "ctorch._C\nGenerator\nctorch\ndevice\nX\x03\x00\x00\x00" "cpu\x85R\x85R}b.";
+
+	ok(parses(by_name, sizeof(by_name) - 1, &a, &r, &e) == 0 && r->kind == MT_PK_OBJECT &&
+	   !strcmp(r->s, "megatron.core.rerun_state_machine.RerunMode.DISABLED"),
+	   "an enum member by name (Python 3.11 on, getattr): module.Class.NAME (%s)", e.msg);
+	mt_pk_arena_free(a);
+	ok(parses(by_value, sizeof(by_value) - 1, &a, &r, &e) == 0 && r->kind == MT_PK_OBJECT &&
+	   !strcmp(r->s, "megatron.core.enums.ModelType") && r->args->n == 1 && !mt_pk_as_int(r->args->items[0], &x) &&
+	   x == 1, "an enum member by value (Python up to 3.10): the class and (value,) (%s)", e.msg);
+	mt_pk_arena_free(a);
+	ok(parses(bytesio, sizeof(bytesio) - 1, &a, &r, &e) == 0 && r->kind == MT_PK_OBJECT && !strcmp(r->s, "_io.BytesIO") &&
+	   r->state && r->state->kind == MT_PK_TUPLE && r->state->items[0]->kind == MT_PK_BYTES &&
+	   r->state->items[0]->len == 2, "a BytesIO (older Transformer Engine's extra state): an object (%s)", e.msg);
+	mt_pk_arena_free(a);
+	ok(parses(generator, sizeof(generator) - 1, &a, &r, &e) == 0 && r->kind == MT_PK_OBJECT &&
+	   !strcmp(r->s, "torch._C.Generator"), "a torch Generator on a torch.device: an object (%s)", e.msg);
+	mt_pk_arena_free(a);
+	{
+		/* _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, (args), {attributes}) */
+		static const char rt[] = "ctorch._utils\n_rebuild_tensor_v2\n";
+		static const char head[] = "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\nctorch\nTensor\n";
+		static const char state[] = "}(X\x15\x00\x00\x00tensor_model_parallel\x88ut.";
+		struct mt_pkw w;
+		int64_t shape[2] = { 2, 3 };
+		unsigned char b[1024];
+		size_t n = 2;
+		mt_pkw_init(&w);
+		mt_pkw_tensor(&w, MT_PKD_F32, "0", 2, shape);
+		memcpy(b, P2, 2);
+		memcpy(b + n, head, sizeof(head) - 1);
+		n += sizeof(head) - 1;
+		/* the tensor's argument tuple: mt's writer's bytes less its GLOBAL and its REDUCE */
+		memcpy(b + n, w.b + 2 + sizeof(rt) - 1, w.n - 2 - (sizeof(rt) - 1) - 1);
+		n += w.n - 2 - (sizeof(rt) - 1) - 1;
+		memcpy(b + n, state, sizeof(state) - 1);
+		n += sizeof(state) - 1;
+		b[n++] = 'R';
+		b[n++] = '.';
+		/* state's TUPLE closes the MARK after the GLOBAL; the final R calls it */
+		memmove(b + n - 3, b + n - 2, 2);
+		n--;
+		ok(parses((const char *)b, n, &a, &r, &e) == 0 && r->kind == MT_PK_TENSOR && r->ndim == 2 && r->size[1] == 3 &&
+		   r->state && mt_pk_get(r->state, "tensor_model_parallel") &&
+		   mt_pk_get(r->state, "tensor_model_parallel")->kind == MT_PK_BOOL,
+		   "a tensor with Python attributes (_rebuild_from_type_v2): the tensor, its attributes as its state (%s)",
+		   e.msg);
+		mt_pk_arena_free(a);
+		mt_pkw_free(&w);
+	}
+	{
+		static const struct {
+			const char *b;
+			size_t n;
+			const char *msg, *what;
+		} cases[] = {
+			{ P2 GA "cargparse\nNamespace\nX\x01\x00\x00\x00" "a\x86R.", 53, "getattr of something other than a listed enum",
+			  "getattr on a class that is not an enum" },
+			{ P2 "cmegatron.core.transformer.enums\nFoo\n.", 39,
+			  "global 'megatron.core.transformer.enums.Foo' is not in the list", "an enum module's unlisted name" },
+			{ P2 "ctorch\nTensor\n)R.", 18, "'torch.Tensor' cannot be called", "torch.Tensor called" },
+			{ P2 "cmegatron.core.enums\nModelType\n)\x81.", 36, "cannot be instantiated", "an enum made by NEWOBJ" },
+			{ P2 "cmegatron.core.enums\nModelType\n)R.", 35, "of something other than one plain value",
+			  "an enum of no value" },
+		};
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			ok(parses(cases[i].b, cases[i].n, &a, &r, &e) == -1 && e.code == MT_EXIT_DATA, "refused: %s",
+			   cases[i].what);
+			like(e.msg, cases[i].msg, "  saying so (%s)", e.msg);
+			mt_pk_arena_free(a);
+		}
+	}
+	{
+		/* lists nested MT_PK_MAX_DEPTH deep are read; one more is refused */
+		char b[1024];
+		for (int d = MT_PK_MAX_DEPTH; d <= MT_PK_MAX_DEPTH + 1; d++) {
+			size_t n = 0;
+			memcpy(b, P2, 2);
+			n = 2;
+			for (int i = 0; i < d; i++) {
+				b[n++] = ']';
+				b[n++] = '(';
+			}
+			b[n++] = ']';
+			for (int i = 0; i < d; i++)
+				b[n++] = 'e';
+			b[n++] = '.';
+			if (d == MT_PK_MAX_DEPTH) {
+				ok(parses(b, n, &a, &r, &e) == 0 && r->depth == MT_PK_MAX_DEPTH, "lists nested %d deep are read (%s)",
+				   d, e.msg);
+			} else {
+				ok(parses(b, n, &a, &r, &e) == -1 && e.code == MT_EXIT_DATA, "lists nested %d deep are refused", d);
+				like(e.msg, "lists nested more than 100 deep: refused", "  saying so, with the offset (%s)", e.msg);
+			}
+			mt_pk_arena_free(a);
+		}
+	}
+	{
+		/* d = {}; d['a'] = d */
+		static const char cyc[] = P2 "}q\x00(X\x01\x00\x00\x00" "ah\x00u.";
+		ok(parses(cyc, sizeof(cyc) - 1, &a, &r, &e) == 0 && mt_pk_get(r, "a") == r,
+		   "a dict holding itself is read as such (walks bound their own depth) (%s)", e.msg);
+		mt_pk_arena_free(a);
+	}
+}
+
 static void zip(void)
 {
 	char path[] = "/tmp/mt-test-torchzip-XXXXXX";
@@ -224,6 +351,7 @@ int main(void)
 	python_pickle();
 	writer_round_trip();
 	refusals();
+	megatron_globals();
 	zip();
 	return tap_done();
 }
