@@ -63,6 +63,7 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 struct mt_meg_export_opts {
 	int tp, pp;
 	enum mt_pk_dtype dtype; /* F32, BF16 or F16 */
+	int torch_dist;         /* 1: --ckpt-format torch_dist (torchdist_write.c), else the legacy files */
 };
 
 /* Write the model as a Megatron checkpoint into outdir (which must not exist or be
