@@ -26,6 +26,10 @@ setup_file() {
 		--normalization RMSNorm --swiglu --disable-bias-linear --untie-embeddings-and-output-weights \
 		--vocab-size 1000 --make-vocab-size-divisible-by 128 --mock-data --micro-batch-size 2 \
 		--global-batch-size 2 --train-iters 1 --lr 1e-2 --save llama
+	# 1000 rows in mt, which TP 4 pads to 1024
+	mt-train -q --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
+		--vocab-size 1000 --make-vocab-size-divisible-by 8 --mock-data --micro-batch-size 2 --global-batch-size 2 \
+		--train-iters 1 --lr 1e-2 --save v1000
 }
 
 setup() {
@@ -83,6 +87,14 @@ setup() {
 	# the checker sees a wrong dtype
 	run -1 CHK check f16 "$F/llama" --tp 2 --pp 1 --dtype bf16
 	[[ $output == *"properties"* ]]
+}
+
+@test "torch_dist export at TP4 x PP2: Megatron's vocabulary padding past mt's rows, copies of the last real row" {
+	run -0 --separate-stderr mt-ckpt-reshard export --format megatron --ckpt-format torch_dist \
+		--target-tensor-parallel-size 4 --target-pipeline-parallel-size 2 "$F/v1000" out
+	[[ $stderr == *"TP 4 x PP 2, 8 files, float32, padded vocabulary 1024"* ]]
+	run -0 CHK check out "$F/v1000" --tp 4 --pp 2
+	[ "$output" = "25 keys, 76 chunks checked" ]
 }
 
 @test "torch_dist export: metadata.json has Megatron-LM HEAD's two fields, byte for byte; no common.pt, no legacy folders" {
