@@ -1149,49 +1149,8 @@ void mt_pkw_tensor(struct mt_pkw *w, enum mt_pk_dtype d, const char *key, int nd
 	wop(w, 'R');
 }
 
-/* ---- writing: the opcodes of pickled objects (DCP's .metadata, BytesIO payloads) ---- */
-
-void mt_pkw_strn(struct mt_pkw *w, const char *s, size_t n)
-{
-	unsigned char b[5];
-
-	b[0] = 'X';
-	for (int i = 0; i < 4; i++)
-		b[1 + i] = (unsigned char)(n >> (8 * i));
-	wb(w, b, 5);
-	wb(w, s, n);
-}
+/* ---- writing: the opcodes of pickled objects (DCP's .metadata) ---- */
 
 void mt_pkw_reduce(struct mt_pkw *w) { wop(w, 'R'); }
 void mt_pkw_newobj(struct mt_pkw *w) { wb(w, ")\x81", 2); }
 void mt_pkw_build(struct mt_pkw *w) { wop(w, 'b'); }
-
-void mt_pkw_bytes(struct mt_pkw *w, const void *data, size_t n)
-{
-	const unsigned char *p = data;
-	unsigned char *u;
-	size_t k = 0;
-
-	/* protocol 2's bytes: _codecs.encode(the bytes read as Latin-1, 'latin1'), the text
-	 * UTF-8 encoded: bytes below 0x80 as themselves, the others as two bytes */
-	mt_pkw_global(w, "_codecs", "encode");
-	mt_pkw_mark(w);
-	u = malloc(2 * n + 1);
-	if (!u) {
-		w->oom = 1;
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (p[i] < 0x80) {
-			u[k++] = p[i];
-		} else {
-			u[k++] = (unsigned char)(0xC0 | p[i] >> 6);
-			u[k++] = (unsigned char)(0x80 | (p[i] & 0x3F));
-		}
-	}
-	mt_pkw_strn(w, (const char *)u, k);
-	free(u);
-	mt_pkw_str(w, "latin1");
-	mt_pkw_tuple(w);
-	mt_pkw_reduce(w);
-}

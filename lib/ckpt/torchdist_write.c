@@ -10,9 +10,9 @@
  * embedding, the untied output layer) or axis 1 (linear_proj, fc2) of the TP=1 layout,
  * SwiGLU's fc1 as [all gate rows; all up rows] (two chunks a rank a layer); replicated
  * tensors by tensor rank 0; the tied output layer not written. Byte entries (each linear
- * layer's `_extra_state/shard_<layer>_<layers>` from tensor rank 0, holding [None], and rank
- * 0's `common_state/shard_0_1`, the common dict with args) are DCP's torch.save of a BytesIO
- * holding torch.save of the object. `.metadata` is the pickled Metadata (protocol 2 opcodes,
+ * layer's `_extra_state/shard_<layer>_<layers>` from tensor rank 0, and rank 0's
+ * `common_state/shard_0_1`, the common dict with args) are torch.save([object]) as
+ * Megatron-core writes its ShardedObjects. `.metadata` is the pickled Metadata (protocol 2 opcodes,
  * the real classes of torch.distributed.checkpoint, version "1.0.0"); metadata.json has
  * Megatron-LM HEAD's two fields. No optimizer or RNG state is written.
  *
@@ -236,17 +236,17 @@ static int tsave(const char *tmp, const struct mt_pkw *pk, const void *data, uin
 	return 0;
 }
 
-/* a byte entry's payload: torch.save(io.BytesIO(torch.save(obj))), obj the common dict or [None] */
+/* a byte entry's payload as Megatron-core writes a ShardedObject (its save planner keeps the
+ * bytes as they are): torch.save([obj]), obj the common dict or an _extra_state's None */
 static int byte_payload(const struct mt_model *m, const struct mt_meg_export_opts *o, int64_t padded,
 			const struct chunk *x, const char *tmp, unsigned long long *serial, char **out, size_t *outn,
 			struct mt_err *err)
 {
 	struct mt_pkw w;
-	char *inner = NULL;
-	size_t innern = 0;
 	int rc;
 
 	mt_pkw_init(&w);
+	mt_pkw_list_begin(&w);
 	if (x->common) {
 		mt_pkw_dict_begin(&w);
 		mt_pkw_str(&w, "args");
@@ -266,27 +266,10 @@ static int byte_payload(const struct mt_model *m, const struct mt_meg_export_opt
 		mt_pkw_dict_end(&w);
 		mt_pkw_dict_end(&w);
 	} else {
-		mt_pkw_list_begin(&w);
 		mt_pkw_none(&w);
-		mt_pkw_list_end(&w);
 	}
+	mt_pkw_list_end(&w);
 	mt_pkw_stop(&w);
-	rc = tsave(tmp, &w, NULL, 0, (*serial)++, &inner, &innern, err);
-	mt_pkw_free(&w);
-	if (rc)
-		return -1;
-	mt_pkw_init(&w);
-	mt_pkw_global(&w, "_io", "BytesIO");
-	mt_pkw_newobj(&w);
-	mt_pkw_mark(&w);
-	mt_pkw_bytes(&w, inner, innern);
-	mt_pkw_int(&w, 0);
-	mt_pkw_dict_begin(&w);
-	mt_pkw_dict_end(&w);
-	mt_pkw_tuple(&w);
-	mt_pkw_build(&w);
-	mt_pkw_stop(&w);
-	free(inner);
 	rc = tsave(tmp, &w, NULL, 0, (*serial)++, out, outn, err);
 	mt_pkw_free(&w);
 	return rc;

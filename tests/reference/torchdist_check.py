@@ -260,10 +260,12 @@ def cmd_check(out, ckpt, T, P, dtype):
     for idx, si in md.storage_data.items():
         if type(md.state_dict_metadata[idx.fqn]).__name__ != "BytesStorageMetadata":
             continue
-        inner = torch.load(io.BytesIO(payload(si)))
-        if not isinstance(inner, io.BytesIO):
-            fail("%s: holds a %s, not a BytesIO" % (idx.fqn, type(inner).__name__))
-        obj = torch.load(inner)
+        # Megatron-core's ShardedObject: torch.save([data]) as it is (its save planner does not
+        # wrap it again), read back by DCP's torch.load and taken [0] (load_common_state_dict)
+        lst = torch.load(io.BytesIO(payload(si)))
+        if not isinstance(lst, list) or len(lst) != 1:
+            fail("%s: holds %r, not a list of one object" % (idx.fqn, type(lst).__name__))
+        obj = lst[0]
         r = rank_of(si.relative_path)
         if idx.fqn == "common_state/shard_0_1":
             if r != 0:
@@ -271,7 +273,7 @@ def cmd_check(out, ckpt, T, P, dtype):
             common = obj
         else:
             m = re.fullmatch(r"decoder\.layers\.(.+)\._extra_state/shard_([0-9]+)_([0-9]+)", idx.fqn)
-            if not m or m.group(1) not in LINEARS or int(m.group(3)) != L or obj != [None]:
+            if not m or m.group(1) not in LINEARS or int(m.group(3)) != L or obj is not None:
                 fail("byte entry %s holding %r" % (idx.fqn, obj))
             l = int(m.group(2))
             if r != T * (l * P // L):

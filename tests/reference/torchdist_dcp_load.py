@@ -9,7 +9,8 @@ For each: .metadata through plain pickle.load with the real torch.distributed.ch
 (what FileSystemReader does), the whole checkpoint through dcp_to_torch_save (DCP's planner and
 reader), each tensor compared with its chunks read directly (torch.load of each chunk at its
 offset, weights_only=True), a partial dcp.load of one layer tensor into a preallocated tensor,
-and the common state (args) and _extra_state byte entries unwrapped as Megatron unwraps them.
+the common state read as Megatron-LM HEAD's load_common_state_dict reads it (a dcp.load into a
+BytesIO placeholder, then [0]) and the _extra_state byte entries ([None]).
 Prints one line a directory and exits 1 at the first difference."""
 import io
 import os
@@ -55,12 +56,19 @@ def check(save):
             sys.exit("%s: %s is not covered by its chunks" % (save, k))
         if not torch.equal(sd[k], v):
             sys.exit("%s: %s differs between DCP's reader and its chunks" % (save, k))
-    common = sd["common_state/shard_0_1"]
-    common = torch.load(common, weights_only=False) if isinstance(common, io.BytesIO) else common
+    # Megatron's own reading of the common state (load_common_state_dict): dcp.load into a
+    # BytesIO placeholder, then [0] of what DCP's planner torch.loads
+    ph = {"common_state/shard_0_1": io.BytesIO()}
+    dcp.load(ph, checkpoint_id=d)
+    loaded = ph["common_state/shard_0_1"]
+    if isinstance(loaded, io.BytesIO):
+        loaded.seek(0)
+        loaded = torch.load(loaded, weights_only=True)
+    common = loaded[0]
     a = common["args"]
     extra = [k for k in sd if "._extra_state/" in k]
     x = sd[extra[0]]
-    x = torch.load(x, weights_only=False) if isinstance(x, io.BytesIO) else x
+    assert x == [None], x
     k = "decoder.layers.self_attention.linear_qkv.weight"
     part = torch.empty_like(sd[k])
     dcp.load({k: part}, checkpoint_id=d)
