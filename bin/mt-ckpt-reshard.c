@@ -20,7 +20,7 @@ static const char *const synopsis[] = {
 	"--load CKPT --save DIR --target-tensor-parallel-size N --target-pipeline-parallel-size N",
 	"merge CKPT DIR",
 	"export --format megatron [--target-tensor-parallel-size N] [--target-pipeline-parallel-size N] "
-	"[--dtype fp32|bf16|fp16] [--megatron-names core|legacy] CKPT OUTDIR",
+	"[--dtype fp32|bf16|fp16] [--megatron-names core|legacy] [--ckpt-format torch|torch_dist] CKPT OUTDIR",
 	"import --format megatron [--no-load-optim] [--vocab-size N] [--iteration N] [--check-crc] MEGATRON_DIR CKPT",
 	NULL,
 };
@@ -55,7 +55,9 @@ static const struct mt_tool_info info = {
 };
 
 enum { O_JSON = 256, O_FORMAT, O_NO_VERIFY, O_ITERATION, O_DIVISIBLE, O_SEQ, O_LOAD, O_SAVE, O_TTP, O_TPP, O_DTYPE,
-       O_NO_OPTIM, O_VOCAB, O_CRC, O_NAMES };
+       O_NO_OPTIM, O_VOCAB, O_CRC, O_NAMES, O_CKPT_FORMAT };
+
+static int ckpt_torch_dist; /* export megatron --ckpt-format torch_dist */
 
 static const struct mt_option layout_opts[] = {
 	{ "load", 0, MT_ARG_REQUIRED, O_LOAD, "CKPT", "the checkpoint to rewrite (directory, iter_N or model.h5)" },
@@ -147,6 +149,8 @@ static const struct mt_option hf_opts[] = {
 	{ "megatron-names", 0, MT_ARG_REQUIRED, O_NAMES, "N",
 	  "export megatron: core (megatron-core's names, the default) or legacy (the legacy model's, for "
 	  "--use-legacy-models)" },
+	{ "ckpt-format", 0, MT_ARG_REQUIRED, O_CKPT_FORMAT, "F",
+	  "export megatron: torch (default: legacy files) or torch_dist (distributed checkpoint)" },
 	{ "no-load-optim", 0, MT_ARG_NONE, O_NO_OPTIM, NULL, "import megatron: the weights only" },
 	{ "vocab-size", 0, MT_ARG_REQUIRED, O_VOCAB, "N",
 	  "import megatron: the tokenizer's vocabulary (default: args, else the padded size)" },
@@ -252,6 +256,12 @@ static int hf(int argc, char **argv, int export)
 			names_given = 1;
 			meg_only = "--megatron-names";
 			break;
+		case O_CKPT_FORMAT:
+			if (strcmp(o.arg, "torch") && strcmp(o.arg, "torch_dist"))
+				mt_die_usage(&o, "--ckpt-format: '%s' is not torch or torch_dist", o.arg);
+			ckpt_torch_dist = !strcmp(o.arg, "torch_dist");
+			meg_only = "--ckpt-format";
+			break;
 		case O_NO_OPTIM: optim = 0; meg_only = "--no-load-optim"; break;
 		case O_CRC: crc = 1; meg_only = "--check-crc"; break;
 		case O_VOCAB:
@@ -275,10 +285,13 @@ static int hf(int argc, char **argv, int export)
 				     "--format megatron (the checkpoint's args say them)");
 		if (export && (!optim || vocab || crc || it_given >= 0))
 			mt_die_usage(&o, "export --format megatron takes --target-tensor-parallel-size, "
-				     "--target-pipeline-parallel-size, --dtype and --megatron-names");
-		if (!export && (dtype || ttp != 1 || tpp != 1 || names_given))
-			mt_die_usage(&o, "import --format megatron reads the checkpoint's own layout, dtype and names: "
-				     "--target-*, --dtype and --megatron-names are export options");
+				     "--target-pipeline-parallel-size, --dtype, --megatron-names and --ckpt-format");
+		if (!export && (dtype || ttp != 1 || tpp != 1 || names_given || ckpt_torch_dist))
+			mt_die_usage(&o, "import --format megatron reads the checkpoint's own layout, dtype, names and format: "
+				     "--target-*, --dtype, --megatron-names and --ckpt-format are export options");
+		if (legacy && ckpt_torch_dist)
+			mt_die_usage(&o, "--megatron-names legacy is for --ckpt-format torch: the distributed format holds "
+				     "megatron-core's names only");
 		quiet = o.quiet;
 		mt_opt_free(&o);
 		rc = megatron(pos, export, quiet, ttp, tpp, dtype, optim, vocab, it_given, crc, legacy);
@@ -335,7 +348,7 @@ static int megatron(const char *const pos[2], int export, int quiet, long long t
 
 	if (export) {
 		struct mt_model m;
-		struct mt_meg_export_opts eo = { (int)ttp, (int)tpp, MT_PKD_F32, legacy };
+		struct mt_meg_export_opts eo = { (int)ttp, (int)tpp, MT_PKD_F32, legacy, ckpt_torch_dist };
 		if (dtype && !strcmp(dtype, "bf16"))
 			eo.dtype = MT_PKD_BF16;
 		else if (dtype && !strcmp(dtype, "fp16"))
@@ -348,10 +361,11 @@ static int megatron(const char *const pos[2], int export, int quiet, long long t
 			mt_die_err(&e);
 		if (!quiet)
 			mt_info("exported '%s' (iteration %lld) to %s as a Megatron-LM checkpoint: TP %d x PP %d, %d files, "
-				"%s, padded vocabulary %lld, %s names; load it in Megatron with --ckpt-format torch%s "
+				"%s, padded vocabulary %lld, %s names; load it in Megatron with --ckpt-format %s%s "
 				"--no-load-optim --no-load-rng", m.iterdir, (long long)m.iteration, pos[1], r.tp, r.pp,
 				(int)r.files, mt_pk_dtype_name(eo.dtype), (long long)r.cfg.padded_vocab_size,
-				legacy ? "legacy-model" : "megatron-core", legacy ? " --use-legacy-models" : "");
+				legacy ? "legacy-model" : "megatron-core", ckpt_torch_dist ? "torch_dist" : "torch",
+				legacy ? " --use-legacy-models" : "");
 		mt_model_close(&m);
 		return 0;
 	}

@@ -68,6 +68,7 @@ struct mt_meg_export_opts {
 	enum mt_pk_dtype dtype; /* F32, BF16 or F16 */
 	int legacy_names;       /* 1: the legacy model's nested names (megatron.legacy.model.GPTModel, which
 				 * Megatron-LM loads with --use-legacy-models); 0: megatron-core's */
+	int torch_dist;         /* 1: --ckpt-format torch_dist (torchdist_write.c), else the legacy files */
 };
 
 /* Write the model as a Megatron checkpoint into outdir (which must not exist or be

@@ -18,6 +18,7 @@
 #include "base/files.h"
 #include "ckpt/ckpt.h"
 #include "ckpt/megatron_shard.h"
+#include "ckpt/torchdist_write.h"
 #include "ckpt/torchzip.h"
 
 /* ---- float32 to the 16-bit types ---- */
@@ -274,7 +275,7 @@ static void write_args(struct mt_pkw *w, const struct mt_model *m, const struct 
 	ns_str(w, "transformer_impl", "local");
 	ns_bool(w, "use_legacy_models", o->legacy_names);
 	ns_bool(w, "use_distributed_optimizer", 0);
-	ns_str(w, "ckpt_format", "torch");
+	ns_str(w, "ckpt_format", o->torch_dist ? "torch_dist" : "torch");
 	ns_bool(w, "data_parallel_random_init", 0);
 	mt_pkw_namespace_end(w);
 }
@@ -529,7 +530,9 @@ int mt_meg_export(const struct mt_model *m, const char *outdir, const struct mt_
 		mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", iter);
 		goto out;
 	}
-	for (int p = 0; p < o->pp; p++)
+	if (o->torch_dist && mt_meg_torchdist_write(m, o, iter, padded, &r->files, err))
+		goto out;
+	for (int p = 0; !o->torch_dist && p < o->pp; p++)
 		for (int t = 0; t < o->tp; t++) {
 			if (o->pp == 1)
 				snprintf(sub, sizeof(sub), "%s/mp_rank_%02d", iter, t);
@@ -578,4 +581,25 @@ out:
 	if (rc)
 		mt_rm_tree(tmp);
 	return rc;
+}
+
+/* ---- for the torch_dist export (torchdist_write.c) ---- */
+
+void mt_meg_args_write(struct mt_pkw *w, const struct mt_model *m, const struct mt_meg_export_opts *o, int64_t padded,
+		       int rank)
+{
+	write_args(w, m, o, padded, rank);
+}
+
+void mt_meg_to_dtype(enum mt_pk_dtype d, const float *in, void *out, int64_t n)
+{
+	for (int64_t k = 0; k < n; k++) {
+		if (d == MT_PKD_F32) {
+			((float *)out)[k] = in[k];
+		} else {
+			uint16_t h = d == MT_PKD_BF16 ? f32_to_bf16(in[k]) : f32_to_f16(in[k]);
+			((unsigned char *)out)[2 * k] = (unsigned char)h;
+			((unsigned char *)out)[2 * k + 1] = (unsigned char)(h >> 8);
+		}
+	}
 }

@@ -1233,3 +1233,9 @@ void mt_pkw_tensor(struct mt_pkw *w, enum mt_pk_dtype d, const char *key, int nd
 	mt_pkw_tuple(w);
 	wop(w, 'R');
 }
+
+/* ---- writing: the opcodes of pickled objects (DCP's .metadata) ---- */
+
+void mt_pkw_reduce(struct mt_pkw *w) { wop(w, 'R'); }
+void mt_pkw_newobj(struct mt_pkw *w) { wb(w, ")\x81", 2); }
+void mt_pkw_build(struct mt_pkw *w) { wop(w, 'b'); }

@@ -145,4 +145,10 @@ void mt_pkw_dtype(struct mt_pkw *w, enum mt_pk_dtype d); /* torch.float32... */
  * location "cpu"): torch._utils._rebuild_tensor_v2(storage, 0, size, stride, False, OrderedDict()). */
 void mt_pkw_tensor(struct mt_pkw *w, enum mt_pk_dtype d, const char *key, int ndim, const int64_t *shape);
 
+/* Objects as Python pickles them (protocol 2 opcodes): REDUCE, NEWOBJ of an empty tuple
+ * (after the class), BUILD. */
+void mt_pkw_reduce(struct mt_pkw *w);
+void mt_pkw_newobj(struct mt_pkw *w);
+void mt_pkw_build(struct mt_pkw *w);
+
 #endif
