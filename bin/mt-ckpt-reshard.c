@@ -288,7 +288,7 @@ static int hf(int argc, char **argv, int export)
 				     "--target-pipeline-parallel-size, --dtype, --megatron-names and --ckpt-format");
 		if (!export && (dtype || ttp != 1 || tpp != 1 || names_given || ckpt_torch_dist))
 			mt_die_usage(&o, "import --format megatron reads the checkpoint's own layout, dtype, names and format: "
-				     "--target-*, --dtype, --megatron-names and --ckpt-format are export options");
+				     "--target-*, --dtype, --ckpt-format and --megatron-names are export options");
 		if (legacy && ckpt_torch_dist)
 			mt_die_usage(&o, "--megatron-names legacy is for --ckpt-format torch: the distributed format holds "
 				     "megatron-core's names only");
