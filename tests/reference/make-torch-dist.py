@@ -16,12 +16,14 @@ under the same names. What the ranks write follows ../shared/specs/megatron-dist
   linear_proj and fc2 (plus the layer axis); SwiGLU's fc1 as [all gate rows; all up rows],
   two chunks a rank a layer; everything else written by tensor rank 0 only;
 - the tied output layer not written; the embedding by the first stage;
+- byte entries as Megatron-core's save planner writes them: the bytes of torch.save([data]),
+  not saved once more as DCP's default planner would;
 - `_extra_state` of the four linear layers as byte entries torch.save([None]) by tensor rank 0,
   key `<prefix>._extra_state/shard_{layer}_{num_layers}`;
 - `rng_state/shard_{pp}.{tp}_{PP}.{TP}` a rank, torch.save([rng state list]);
-- the common state: `common.pt` and a four-field metadata.json (core_v0.10-0.12 style, with
+- the common state: `common.pt` (torch.save(common)) and a four-field metadata.json (core_v0.10-0.12 style, with
   FileSystemWriter(thread_count=2): two .distcp files a rank), or the byte entry
-  `common_state/shard_0_1` and a two-field metadata.json (Megatron-LM HEAD style, one file a
+  `common_state/shard_0_1` (torch.save([common])) and a two-field metadata.json (Megatron-LM HEAD style, one file a
   rank);
 - optionally the plain optimizer's state: `optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.<key>`
   (fp32, the model's sharding), with exp_avg = 0.5 w, exp_avg_sq = w * w, fp32_param = w, so a
@@ -45,6 +47,7 @@ import torch.multiprocessing as mp
 from torch.distributed._shard.metadata import ShardMetadata
 from torch.distributed._shard.sharded_tensor import Shard, ShardedTensor
 from torch.distributed._shard.sharded_tensor.metadata import ShardedTensorMetadata, TensorProperties
+from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
 
 LAYOUTS = [  # model, TP, PP, style, optimizer
     ("gpt2", 1, 1, "m12", False),
@@ -220,6 +223,14 @@ def sharded(key, full, args, T, P, t, p, rank, dtype):
     return ShardedTensor._init_from_local_shards_and_global_metadata(locals_, md, process_group=None)
 
 
+class MCoreLikeSavePlanner(DefaultSavePlanner):
+    """Byte entries as Megatron-core's planner writes them: the bytes of torch.save([data])
+    as they are (DCP's default planner would torch.save the BytesIO object once more)."""
+
+    def transform_object(self, write_item, object):
+        return object
+
+
 def tsave(obj):
     b = io.BytesIO()
     torch.save(obj, b)
@@ -261,7 +272,7 @@ def run_rank(rank, fixtures, out, model, T, P, style, optim, initfile):
     d = os.path.join(out, "iter_0000100")
     if style == "mh" and rank == 0:
         common["content_metadata"] = {"singleton_local_shards": False, "chained_optim_avoid_prefix": True}
-        sd["common_state/shard_0_1"] = tsave(common)
+        sd["common_state/shard_0_1"] = tsave([common])
     kw = {}
     try:
         from torch.distributed.checkpoint.filesystem import SerializationFormat
@@ -269,7 +280,7 @@ def run_rank(rank, fixtures, out, model, T, P, style, optim, initfile):
     except ImportError:
         pass
     writer = dcp.FileSystemWriter(d, thread_count=2 if style == "m12" else 1, **kw)
-    dcp.save(sd, storage_writer=writer)
+    dcp.save(sd, storage_writer=writer, planner=MCoreLikeSavePlanner())
     dist.barrier()
     if rank == 0:
         if style == "m12":
