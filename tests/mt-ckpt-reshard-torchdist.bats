@@ -124,7 +124,7 @@ copy_fixture() { cp -r "$FIX/$1" "$2"; chmod -R u+w "$2"; }
 }
 
 @test "import: the optimizer's moments are w/2 and w*w, the step 100; --no-load-optim imports the weights only" {
-	mt-ckpt-reshard import -q --format megatron "$FIX/gpt2-tp2pp2-mh" a
+	mt-ckpt-reshard import -q --format megatron --check-crc "$FIX/gpt2-tp2pp2-mh" a
 	run -0 same_as_source a "$SRC/gpt2/source.npz" --optim
 	[ "$output" = "52 tensors equal with the optimizer state" ]
 	run -0 --separate-stderr mt-ckpt-reshard import --format megatron --no-load-optim "$FIX/llama-tp1pp2-mh" b
@@ -235,6 +235,26 @@ PY
 	run -3 --separate-stderr mt-ckpt-reshard import --format megatron g x
 	echo "$stderr"
 	[[ $stderr == *".distcp (bytes "*"': 'decoder.layers.mlp.linear_fc2.bias': its chunks overlap (element "*" twice): they do not tile the tensor"* ]]
+	[ ! -e x ]
+	# a flipped bit in a chunk's data: --check-crc catches it
+	rm -r g && copy_fixture gpt2-tp1pp1-m12 g
+	$PY - g/iter_0000100/__0_1.distcp <<'PY'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+i, n = b.find(b"PK\x03\x04"), 0
+while i >= 0:
+    nlen, xlen = struct.unpack("<HH", b[i + 26:i + 30])
+    if b[i + 30:i + 30 + nlen] == b"archive/data/0":
+        b[i + 30 + nlen + xlen] ^= 1
+        n += 1
+    i = b.find(b"PK\x03\x04", i + 1)
+assert n > 4, n
+open(p, "wb").write(bytes(b))
+PY
+	run -3 --separate-stderr mt-ckpt-reshard import --format megatron --check-crc g x
+	echo "$stderr"
+	[[ $stderr == *"g/iter_0000100/__0_1.distcp (bytes "*"member 'archive/data/0'"*"fails its CRC-32 check"* ]]
 	[ ! -e x ]
 	# the untouched copy imports (the edits, not the copying, made those fail)
 	rm -r g && copy_fixture gpt2-tp1pp1-m12 g

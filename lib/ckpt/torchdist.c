@@ -350,7 +350,7 @@ static int read_items(struct mt_td *td, const char *path, const struct mt_pk *sd
  * .distcp file), else common.pt. Its pickle holds the dict, a list of one dict (a
  * ShardedObject's payload), or an io.BytesIO whose bytes are such an archive (DCP's own
  * planner saves byte entries so): one level of that, no more. */
-static int read_common(struct mt_td *td, struct mt_err *err)
+static int read_common(struct mt_td *td, int crc, struct mt_err *err)
 {
 	const struct mt_td_item *it = mt_td_find(td, "common_state/shard_0_1");
 	char path[PATH_MAX];
@@ -376,6 +376,9 @@ static int read_common(struct mt_td *td, struct mt_err *err)
 		const struct mt_tz_entry *e = mt_tz_find(&td->cz[level], "data.pkl");
 		struct mt_pk *root, *st;
 		char where[PATH_MAX + 64];
+		for (int i = 0; crc && i < td->cz[level].n; i++)
+			if (mt_tz_check_crc(&td->cz[level], &td->cz[level].e[i], err))
+				return -1;
 		if (!e)
 			return mt_err_set(err, MT_EXIT_DATA, "'%s': no data.pkl in the archive: not a torch.save file",
 					  td->common_path);
@@ -397,7 +400,7 @@ static int read_common(struct mt_td *td, struct mt_err *err)
 	return mt_err_set(err, MT_EXIT_DATA, "'%s': the common state is not a dict", td->common_path);
 }
 
-int mt_td_open(struct mt_td *td, const char *dir, struct mt_err *err)
+int mt_td_open(struct mt_td *td, const char *dir, int crc, struct mt_err *err)
 {
 	char path[PATH_MAX];
 	char *data = NULL;
@@ -450,7 +453,7 @@ int mt_td_open(struct mt_td *td, const char *dir, struct mt_err *err)
 		}
 		(void)last;
 	}
-	if (read_common(td, err))
+	if (read_common(td, crc, err))
 		goto out;
 	rc = 0;
 out:
@@ -855,7 +858,7 @@ int mt_td_import(const char *src, const char *dir, int64_t it, const char *ckptd
 	memset(r, 0, sizeof(*r));
 	im.o = o;
 	snprintf(mdpath, sizeof(mdpath), "%s/.metadata", dir);
-	if (mt_td_open(&im.td, dir, err))
+	if (mt_td_open(&im.td, dir, o->check_crc, err))
 		return -1;
 	ns = mt_pk_get(im.td.common, "args");
 	if (mt_meg_args_config(ns, im.td.common_path, o, &im.cfg, &sp, &tp, err))

@@ -71,8 +71,9 @@ struct mt_td {
 
 /* 1 when dir holds a metadata.json (a distributed checkpoint). */
 int mt_td_detect(const char *dir);
-/* Check metadata.json, read .metadata and the common state. */
-int mt_td_open(struct mt_td *td, const char *dir, struct mt_err *err);
+/* Check metadata.json, read .metadata and the common state (crc: verify the common state's
+ * CRC-32s). */
+int mt_td_open(struct mt_td *td, const char *dir, int crc, struct mt_err *err);
 void mt_td_close(struct mt_td *td);
 const struct mt_td_item *mt_td_find(const struct mt_td *td, const char *key);
 /* A tensor item's whole global tensor as fp32 (out holds the product of its shape): every

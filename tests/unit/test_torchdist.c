@@ -250,7 +250,7 @@ int main(void)
 		int good = 1;
 		write_metadata(off, rows, at, len, 2);
 		ok(mt_td_detect(dir), "metadata.json: a distributed checkpoint");
-		ok(mt_td_open(&td, dir, &e) == 0, "the folder opens (%s)", e.msg);
+		ok(mt_td_open(&td, dir, 1, &e) == 0, "the folder opens (%s)", e.msg);
 		it = mt_td_find(&td, "w");
 		ok(it && !it->bytes && it->dtype == MT_PKD_F32 && it->ndim == 2 && it->shape[0] == 4 && it->shape[1] == 3 &&
 		   it->nc == 2 && it->c[1].at == (uint64_t)n0, "key w: fp32 [4, 3] in two chunks, the second at its offset");
@@ -266,7 +266,7 @@ int main(void)
 		int64_t off[2] = { 0, 0 }, rows[2] = { 2, 2 };
 		long at[2] = { 0, n0 }, len[2] = { n0, n1 };
 		write_metadata(off, rows, at, len, 2);
-		ok(mt_td_open(&td, dir, &e) == 0 && mt_td_read(&td, mt_td_find(&td, "w"), 0, out, &e) == -1 &&
+		ok(mt_td_open(&td, dir, 1, &e) == 0 && mt_td_read(&td, mt_td_find(&td, "w"), 0, out, &e) == -1 &&
 		   e.code == MT_EXIT_DATA, "two chunks at one offset: refused");
 		like(e.msg, "its chunks overlap", "  saying they overlap");
 		mt_td_close(&td);
@@ -275,7 +275,7 @@ int main(void)
 		int64_t off[1] = { 0 }, rows[1] = { 2 };
 		long at[1] = { 0 }, len[1] = { n0 };
 		write_metadata(off, rows, at, len, 1);
-		ok(mt_td_open(&td, dir, &e) == 0 && mt_td_read(&td, mt_td_find(&td, "w"), 0, out, &e) == -1 &&
+		ok(mt_td_open(&td, dir, 1, &e) == 0 && mt_td_read(&td, mt_td_find(&td, "w"), 0, out, &e) == -1 &&
 		   e.code == MT_EXIT_DATA, "a chunk missing: refused");
 		like(e.msg, "cover 6 of its 12 elements", "  saying how much the chunks cover");
 		mt_td_close(&td);
@@ -284,7 +284,7 @@ int main(void)
 		int64_t off[2] = { 0, 2 }, rows[2] = { 2, 2 };
 		long at[2] = { 1, n0 }, len[2] = { n0 - 1, n1 };
 		write_metadata(off, rows, at, len, 2);
-		ok(mt_td_open(&td, dir, &e) == 0 && mt_td_read(&td, mt_td_find(&td, "w"), 0, out, &e) == -1 &&
+		ok(mt_td_open(&td, dir, 1, &e) == 0 && mt_td_read(&td, mt_td_find(&td, "w"), 0, out, &e) == -1 &&
 		   e.code == MT_EXIT_DATA, "a chunk that does not start PK\\x03\\x04: refused");
 		like(e.msg, "does not start PK", "  saying so");
 		like(e.msg, "__0_0.distcp", "  naming the file");
@@ -293,7 +293,7 @@ int main(void)
 	{
 		const char *zarr = "{\"sharded_backend\": \"zarr\", \"sharded_backend_version\": 1}";
 		write_file("metadata.json", zarr, strlen(zarr));
-		ok(mt_td_open(&td, dir, &e) == -1 && e.code == MT_EXIT_DATA, "zarr: refused");
+		ok(mt_td_open(&td, dir, 1, &e) == -1 && e.code == MT_EXIT_DATA, "zarr: refused");
 		like(e.msg, "metadata.json': sharded_backend \"zarr\"", "  naming the file and the backend");
 	}
 	{
