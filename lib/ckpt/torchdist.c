@@ -133,6 +133,11 @@ static int srec_cmp(const void *a, const void *b)
 	return 0;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static int json_check(const char *dir, struct mt_err *err)
 {
 	char path[PATH_MAX];
@@ -316,6 +321,13 @@ static int read_items(struct mt_td *td, const char *path, const struct mt_pk *sd
 						  k->s);
 			if (dims_of(sz, it->shape, &it->ndim))
 				return mt_err_set(err, MT_EXIT_DATA, "'%s': '%s': its size is not a torch.Size", path, k->s);
+			{
+				int64_t numel = 1;
+				for (int d = 0; d < it->ndim; d++)
+					if (it->shape[d] > 0 && (numel *= it->shape[d]) > ((int64_t)1 << 40))
+						return mt_err_set(err, MT_EXIT_DATA, "'%s': '%s': more than 2^40 elements", path,
+								  k->s);
+			}
 			if (!ch || ch->kind != MT_PK_LIST)
 				return mt_err_set(err, MT_EXIT_DATA, "'%s': '%s': no list of chunks", path, k->s);
 			if (!(it->c = calloc((size_t)(ch->n ? ch->n : 1), sizeof(*it->c))))
@@ -441,17 +453,18 @@ int mt_td_open(struct mt_td *td, const char *dir, int crc, struct mt_err *err)
 	    read_items(td, path, mt_pk_attr(root, "state_dict_metadata"), mt_pk_attr(root, "mcore_data"), rec, nrec, err))
 		goto out;
 	{
-		/* the distinct files */
-		const char *last = NULL;
-		for (int i = 0; i < nrec; i++) {
-			int seen = 0;
-			for (int j = 0; j < i && !seen; j++)
-				seen = !strcmp(rec[j].file, rec[i].file);
-			if (!seen)
-				td->nfiles++;
-			last = rec[i].file;
+		/* the distinct files, for the report */
+		const char **f = malloc((size_t)(nrec ? nrec : 1) * sizeof(*f));
+		if (!f) {
+			mt_err_set(err, MT_EXIT_IO, "out of memory");
+			goto out;
 		}
-		(void)last;
+		for (int i = 0; i < nrec; i++)
+			f[i] = rec[i].file;
+		qsort(f, (size_t)nrec, sizeof(*f), str_cmp);
+		for (int i = 0; i < nrec; i++)
+			td->nfiles += i == 0 || strcmp(f[i], f[i - 1]);
+		free(f);
 	}
 	if (read_common(td, crc, err))
 		goto out;
@@ -569,18 +582,15 @@ int mt_td_read(const struct mt_td *td, const struct mt_td_item *it, int crc, flo
 		}
 		if (chunk_magic(path, it->key, c, err) || mt_tz_open_at(&z, path, c->at, c->length, err))
 			goto out;
-		if (crc)
-			for (int i = 0; i < z.n && !bad; i++)
-				bad = mt_tz_check_crc(&z, &z.e[i], err) != 0;
-		e = bad ? NULL : mt_tz_find(&z, "data.pkl");
+		for (int i = 0; crc && i < z.n && !bad; i++)
+			bad = mt_tz_check_crc(&z, &z.e[i], err) != 0;
+		e = mt_tz_find(&z, "data.pkl");
 		snprintf(where, sizeof(where), "'%s' data.pkl", z.path);
-		if (bad)
-			;
-		else if (!e)
+		if (!bad && !e)
 			bad = mt_err_set(err, MT_EXIT_DATA, "'%s': no data.pkl in the chunk's archive", z.path);
-		else if (mt_pk_parse(e->data, e->size, where, &a, &x, err))
+		else if (!bad && mt_pk_parse(e->data, e->size, where, &a, &x, err))
 			bad = 1;
-		else {
+		else if (!bad) {
 			int ok = x->kind == MT_PK_TENSOR && x->ndim == it->ndim;
 			for (int d = 0; ok && d < it->ndim; d++)
 				ok = x->size[d] == c->size[d];
@@ -793,9 +803,11 @@ static const struct mt_pk *common_opt(const struct mt_pk *c, const char **dist)
 
 static int common_step(const struct mt_td *td, const struct mt_pk *opt, int64_t *step)
 {
-	const struct mt_pk *cand[4] = { NULL }, *inner = mt_pk_get(opt, "optimizer");
+	const struct mt_pk *cand[3], *inner = mt_pk_get(opt, "optimizer"), *g;
 	int64_t x;
 
+	/* Megatron's Float16OptimizerWithFloat16Params/FP32Optimizer: state_dict['optimizer']
+	 * ['state']['common_step'], an int or a 0-d tensor */
 	cand[0] = mt_pk_get(mt_pk_get(inner, "state"), "common_step");
 	cand[1] = mt_pk_get(mt_pk_get(opt, "state"), "common_step");
 	cand[2] = mt_pk_get(opt, "common_step");
@@ -832,13 +844,11 @@ static int common_step(const struct mt_td *td, const struct mt_pk *opt, int64_t 
 			}
 		}
 	}
-	/* Megatron's fixtures and older writers: the step in the parameter groups */
-	for (const struct mt_pk *g = mt_pk_get(inner ? inner : opt, "param_groups"); g && g->kind == MT_PK_LIST && g->n > 0;) {
-		if (!mt_pk_as_int(mt_pk_get(g->items[0], "step"), &x) && x >= 0) {
-			*step = x;
-			return 0;
-		}
-		break;
+	/* else the parameter groups' step (optimizers that keep it there) */
+	g = mt_pk_get(inner ? inner : opt, "param_groups");
+	if (g && g->kind == MT_PK_LIST && g->n > 0 && !mt_pk_as_int(mt_pk_get(g->items[0], "step"), &x) && x >= 0) {
+		*step = x;
+		return 0;
 	}
 	return -1;
 }
@@ -882,16 +892,10 @@ int mt_td_import(const char *src, const char *dir, int64_t it, const char *ckptd
 		if (o->iteration >= 0)
 			it = o->iteration;
 	}
-	{
-		struct mt_err e = { 0 };
-		const struct mt_pk *x = mt_pk_attr(ns, "consumed_train_samples");
-		if (x && mt_pk_as_int(x, &consumed_t))
-			consumed_t = 0;
-		x = mt_pk_attr(ns, "consumed_valid_samples");
-		if (x && mt_pk_as_int(x, &consumed_v))
-			consumed_v = 0;
-		(void)e;
-	}
+	if (mt_pk_as_int(mt_pk_attr(ns, "consumed_train_samples"), &consumed_t) || consumed_t < 0)
+		consumed_t = 0;
+	if (mt_pk_as_int(mt_pk_attr(ns, "consumed_valid_samples"), &consumed_v) || consumed_v < 0)
+		consumed_v = 0;
 	if (mt_params_build(&im.tab, &im.cfg, err)) {
 		mt_err_prefix(err, "'%s': args", im.td.common_path);
 		goto out;
