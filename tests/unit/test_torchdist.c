@@ -185,24 +185,19 @@ static void *slurp(const char *path, long *n)
 	return b;
 }
 
-int main(void)
-{
-	char a0[300], a1[300], distcp[300], path[300];
-	long n0, n1;
-	unsigned char *b0, *b1, *all;
-	struct mt_tz z;
-	struct mt_td td;
-	struct mt_err e = { 0 };
-	float out[12];
-	const char *json = "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1}";
+static long n0, n1;
+static unsigned char *all;
 
-	if (!mkdtemp(dir))
-		return 1;
+/* __0_0.distcp: two chunk archives, rows 0-1 (0..5) and rows 2-3 (6..11) */
+static void make_distcp(void)
+{
+	char a0[300], a1[300];
+	unsigned char *b0, *b1;
+
 	snprintf(a0, sizeof(a0), "%s/a0", dir);
 	snprintf(a1, sizeof(a1), "%s/a1", dir);
-	snprintf(distcp, sizeof(distcp), "%s/__0_0.distcp", dir);
-	n0 = write_chunk(a0, 2, 3, 0);
-	n1 = write_chunk(a1, 2, 3, 6);
+	write_chunk(a0, 2, 3, 0);
+	write_chunk(a1, 2, 3, 6);
 	b0 = slurp(a0, &n0);
 	b1 = slurp(a1, &n1);
 	all = malloc((size_t)(n0 + n1));
@@ -211,10 +206,21 @@ int main(void)
 	write_file("__0_0.distcp", all, (size_t)(n0 + n1));
 	unlink(a0);
 	unlink(a1);
+	free(b0);
+	free(b1);
+}
 
-	/* torchzip: an archive at an offset, in memory, past the end */
+/* torchzip: an archive at an offset, in memory, past the end */
+static void test_torchdist_archive_at(void)
+{
+	char distcp[300];
+	struct mt_tz z;
+	struct mt_err e = { 0 };
+
+	snprintf(distcp, sizeof(distcp), "%s/__0_0.distcp", dir);
 	ok(mt_tz_open_at(&z, distcp, (uint64_t)n0, (uint64_t)n1, &e) == 0, "the second archive at its offset (%s)", e.msg);
-	ok(z.n == 2 && mt_tz_find(&z, "data/0") && ((const float *)mt_tz_find(&z, "data/0")->data)[0] == 6.0f, "its members, its data (6 first)");
+	ok(z.n == 2 && mt_tz_find(&z, "data/0") && ((const float *)mt_tz_find(&z, "data/0")->data)[0] == 6.0f,
+	   "its members, its data (6 first)");
 	like(z.path, "__0_0.distcp (bytes ", "its name in messages says where it lies");
 	mt_tz_close(&z);
 	ok(mt_tz_open_mem(&z, "mem", all, (uint64_t)n0, &e) == 0 && ((const float *)mt_tz_find(&z, "data/0")->data)[5] ==
@@ -223,9 +229,17 @@ int main(void)
 	ok(mt_tz_open_at(&z, distcp, (uint64_t)n0, (uint64_t)n1 + 1, &e) == -1 && e.code == MT_EXIT_DATA,
 	   "a range past the end of the file is refused");
 	like(e.msg, "too short for the archive", "  as a truncated file");
-	memset(&e, 0, sizeof(e));
+}
 
-	/* a folder */
+/* a folder read back, then edited */
+static void test_torchdist_folder(void)
+{
+	char path[300];
+	struct mt_td td;
+	struct mt_err e = { 0 };
+	float out[12];
+	const char *json = "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1}";
+
 	write_file("metadata.json", json, strlen(json));
 	{
 		/* common.pt: {'iteration': 5} */
@@ -296,16 +310,24 @@ int main(void)
 		ok(mt_td_open(&td, dir, 1, &e) == -1 && e.code == MT_EXIT_DATA, "zarr: refused");
 		like(e.msg, "metadata.json': sharded_backend \"zarr\"", "  naming the file and the backend");
 	}
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir))
+		return 1;
+	make_distcp();
+	test_torchdist_archive_at();
+	test_torchdist_folder();
 	{
 		const char *names[] = { ".metadata", "metadata.json", "common.pt", "__0_0.distcp" };
+		char path[300];
 		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 			snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 			unlink(path);
 		}
 		rmdir(dir);
 	}
-	free(b0);
-	free(b1);
 	free(all);
 	return tap_done();
 }
