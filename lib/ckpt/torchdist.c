@@ -368,6 +368,9 @@ static int read_common(struct mt_td *td, int crc, struct mt_err *err)
 	char path[PATH_MAX];
 	int rc;
 
+	if (it && !it->bytes)
+		return mt_err_set(err, MT_EXIT_DATA, "'%s/.metadata': common_state/shard_0_1 is a tensor, not a byte entry",
+				  td->dir);
 	if (it) {
 		snprintf(path, sizeof(path), "%s/%s", td->dir, it->c[0].file);
 		rc = mt_tz_open_at(&td->cz[0], path, it->c[0].at, it->c[0].length, err);
