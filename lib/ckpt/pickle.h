@@ -21,8 +21,9 @@
  *   numpy's _reconstruct, ndarray, dtype, scalar; pathlib.PosixPath and kin; signal.Signals;
  *   torch.device; builtins.set, frozenset; megatron.core's enums (modules named *enums*)
  *                                            REDUCE/NEWOBJ/BUILD -> an opaque object
- *   torch.distributed.checkpoint's Metadata classes, _StorageInfo, torch.serialization._get_layout
- *                                            the same (a distributed checkpoint's .metadata)
+ *   torch.distributed.checkpoint's Metadata classes, _StorageInfo, torch.serialization._get_layout,
+ *   _io.BytesIO                              the same (a distributed checkpoint's .metadata; a
+ *                                            byte entry saved as a BytesIO, its bytes in the state)
  *
  * Opaque objects are kept (class name, arguments, state) but never interpreted: the walk
  * covers the whole pickle, and what mt needs (the model's tensors, args' numbers and
