@@ -503,24 +503,34 @@ static int place(const struct mt_td_item *it, const struct mt_td_chunk *c, const
 		gstride[d] = n;
 		n *= it->shape[d];
 	}
-	n = 1;
-	for (int d = 0; d < it->ndim; d++)
-		n *= c->size[d];
-	for (int64_t i = 0; i < n; i++) {
-		int64_t so = x->offset, go = 0;
-		for (int d = 0; d < it->ndim; d++) {
-			so += idx[d] * x->stride[d];
-			go += (c->off[d] + idx[d]) * gstride[d];
-		}
-		if (seen[go >> 3] & (1u << (go & 7)))
-			return mt_err_set(err, MT_EXIT_DATA, "'%s': '%s': its chunks overlap (element %lld twice): they do not "
-					  "tile the tensor", z->path, it->key, (long long)go);
-		seen[go >> 3] |= (unsigned char)(1u << (go & 7));
-		out[go] = elem_f32(e->data + (size_t)so * es, x->dtype);
-		for (int d = it->ndim - 1; d >= 0; d--) {
-			if (++idx[d] < c->size[d])
-				break;
-			idx[d] = 0;
+	/* row by row along the last dimension: the index arithmetic once a row */
+	{
+		int last = it->ndim - 1;
+		int64_t inner = it->ndim ? c->size[last] : 1, sstep = it->ndim ? x->stride[last] : 1, rows = 1;
+		for (int d = 0; d < last; d++)
+			rows *= c->size[d];
+		if (inner == 0)
+			rows = 0;
+		for (int64_t i = 0; i < rows; i++) {
+			int64_t so = x->offset, go = 0;
+			for (int d = 0; d < last; d++) {
+				so += idx[d] * x->stride[d];
+				go += (c->off[d] + idx[d]) * gstride[d];
+			}
+			if (it->ndim)
+				go += c->off[last];
+			for (int64_t k = 0; k < inner; k++, go++, so += sstep) {
+				if (seen[go >> 3] & (1u << (go & 7)))
+					return mt_err_set(err, MT_EXIT_DATA, "'%s': '%s': its chunks overlap (element %lld twice): "
+							  "they do not tile the tensor", z->path, it->key, (long long)go);
+				seen[go >> 3] |= (unsigned char)(1u << (go & 7));
+				out[go] = elem_f32(e->data + (size_t)so * es, x->dtype);
+			}
+			for (int d = last - 1; d >= 0; d--) {
+				if (++idx[d] < c->size[d])
+					break;
+				idx[d] = 0;
+			}
 		}
 	}
 	return 0;
