@@ -20,6 +20,7 @@
 #include "base/files.h"
 #include "ckpt/ckpt.h"
 #include "ckpt/megatron_shard.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/torchzip.h"
 
 /* ---- element conversion ---- */
@@ -1070,9 +1071,8 @@ static int scan_ranks(const char *dir, int *T, int *P, struct mt_err *err)
 	}
 	closedir(d);
 	if (n == 0)
-		return mt_err_set(err, MT_EXIT_DATA, "'%s': no mp_rank_* folders: not a Megatron checkpoint in the torch "
-				  "format (Megatron's torch_dist format, with .distcp files, is not read: convert it with "
-				  "Megatron's --ckpt-convert-format torch)", dir);
+		return mt_err_set(err, MT_EXIT_DATA, "'%s': no mp_rank_* folders and no metadata.json: neither of "
+				  "Megatron's checkpoint formats (torch, torch_dist)", dir);
 	*T = maxt + 1;
 	*P = maxp + 1;
 	if (n != *T * *P)
@@ -1169,7 +1169,11 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 			return mt_err_set(err, MT_EXIT_USAGE, "'%s' already holds checkpoints (latest: iteration %lld): import "
 					  "into a new directory", ckptdir, (long long)latest);
 	}
-	if (resolve(src, dir, sizeof(dir), &it, err) || scan_ranks(dir, &im.T, &im.P, err))
+	if (resolve(src, dir, sizeof(dir), &it, err))
+		return -1;
+	if (mt_td_detect(dir)) /* metadata.json: the torch_dist format (torchdist.h) */
+		return mt_td_import(src, dir, it, ckptdir, o, r, err);
+	if (scan_ranks(dir, &im.T, &im.P, err))
 		return -1;
 	rank_path(path, sizeof(path), dir, 0, 0, im.P, "model_optim_rng.pt");
 	if (rank_open(&f0, path, 0, err))
@@ -1310,4 +1314,18 @@ out:
 	free(cfg);
 	free(args);
 	return rc;
+}
+
+/* ---- shared with the torch_dist import (torchdist.h) ---- */
+
+int mt_meg_args_config(const struct mt_pk *ns, const char *path, const struct mt_meg_import_opts *o,
+		       struct mt_config *c, struct mt_pp_split *sp, int *tp, struct mt_err *err)
+{
+	return config_from_args(ns, path, o, c, sp, tp, err);
+}
+
+char *mt_meg_args_provenance(const struct mt_pk *ns, const char *src, const struct mt_meg_report *r,
+			     int64_t checkpoint_version10)
+{
+	return train_args(ns, src, r, checkpoint_version10);
 }

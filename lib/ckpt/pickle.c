@@ -194,6 +194,18 @@ static const struct {
 	{ "numpy.dtypes.UInt32DType", R_OBJECT },
 	{ "numpy.dtypes.Float64DType", R_OBJECT },
 	{ "numpy.dtypes.Int64DType", R_OBJECT },
+	/* PyTorch's distributed checkpoint: the .metadata pickle (torchdist.h) */
+	{ "torch.distributed.checkpoint.metadata.Metadata", R_OBJECT },
+	{ "torch.distributed.checkpoint.metadata.TensorStorageMetadata", R_OBJECT },
+	{ "torch.distributed.checkpoint.metadata.BytesStorageMetadata", R_OBJECT },
+	{ "torch.distributed.checkpoint.metadata.ChunkStorageMetadata", R_OBJECT },
+	{ "torch.distributed.checkpoint.metadata.MetadataIndex", R_OBJECT },
+	{ "torch.distributed.checkpoint.metadata.StorageMeta", R_OBJECT },
+	{ "torch.distributed.checkpoint.metadata.TensorProperties", R_OBJECT },
+	{ "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING", R_OBJECT },
+	{ "torch.distributed.checkpoint.filesystem._StorageInfo", R_OBJECT },
+	{ "torch.serialization._get_layout", R_OBJECT },
+	{ "_io.BytesIO", R_OBJECT }, /* Transformer Engine's older _extra_state; Megatron's common state */
 };
 
 static const char *const dtype_globals[] = {

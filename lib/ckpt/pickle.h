@@ -33,6 +33,9 @@
  *   torch.device, numpy's _reconstruct, ndarray, dtype, scalar; pathlib.PosixPath and kin;
  *   builtins.set, frozenset (and __builtin__'s), collections.Counter
  *                                            REDUCE/NEWOBJ/BUILD -> an opaque object
+ *   torch.distributed.checkpoint's Metadata classes, _StorageInfo, torch.serialization._get_layout,
+ *   _io.BytesIO                              the same (a distributed checkpoint's .metadata; a
+ *                                            byte entry saved as a BytesIO, its bytes in the state)
  *
  * Nesting is bounded (MT_PK_MAX_DEPTH, struct mt_pk's depth): a deeper pickle is refused
  * with its offset. Memo references can still make cycles, so a walk of the tree stops at a

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -71,16 +72,24 @@ static int zip64_extra(struct mt_tz *z, const unsigned char *x, uint32_t xlen, u
 	return 0;
 }
 
+static int tz_parse(struct mt_tz *z, const unsigned char *b, uint64_t asize, struct mt_err *err);
+
 int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err)
+{
+	return mt_tz_open_at(z, path, 0, UINT64_MAX, err);
+}
+
+int mt_tz_open_at(struct mt_tz *z, const char *path, uint64_t at, uint64_t length, struct mt_err *err)
 {
 	struct stat st;
 	int fd;
-	const unsigned char *b;
-	uint64_t eocd = 0, cd_off, cd_size, count, p;
-	size_t plen = 0;
 
 	memset(z, 0, sizeof(*z));
-	z->path = strdup(path);
+	if (length == UINT64_MAX)
+		z->path = strdup(path);
+	else if (asprintf(&z->path, "%s (bytes %llu..%llu)", path, (unsigned long long)at,
+			  (unsigned long long)(at + length)) < 0)
+		z->path = NULL;
 	if (!z->path)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -96,10 +105,21 @@ int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err)
 		return -1;
 	}
 	z->size = (size_t)st.st_size;
-	if (z->size < 22) {
+	if (length == UINT64_MAX)
+		length = z->size;
+	if (at > z->size || length > z->size - at) {
 		close(fd);
-		mt_err_set(err, MT_EXIT_DATA, "'%s': not a readable torch.save ZIP file: %zu bytes, too short for a ZIP "
-			   "archive (truncated?)", path, z->size);
+		mt_err_set(err, MT_EXIT_DATA, "'%s': %zu bytes, too short for the archive at bytes %llu..%llu (truncated?)",
+			   path, z->size, (unsigned long long)at, (unsigned long long)(at + length));
+		z->size = 0;
+		mt_tz_close(z);
+		return -1;
+	}
+	if (length < 22) {
+		close(fd);
+		mt_err_set(err, MT_EXIT_DATA, "'%s': not a readable torch.save ZIP file: %llu bytes, too short for a ZIP "
+			   "archive (truncated?)", z->path, (unsigned long long)length);
+		z->size = 0;
 		mt_tz_close(z);
 		return -1;
 	}
@@ -111,14 +131,36 @@ int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err)
 		mt_tz_close(z);
 		return -1;
 	}
-	b = z->map;
+	return tz_parse(z, (const unsigned char *)z->map + at, length, err);
+}
+
+int mt_tz_open_mem(struct mt_tz *z, const char *name, const void *data, uint64_t size, struct mt_err *err)
+{
+	memset(z, 0, sizeof(*z));
+	if (!(z->path = strdup(name)))
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (size < 22) {
+		mt_err_set(err, MT_EXIT_DATA, "'%s': not a readable torch.save ZIP file: %llu bytes, too short for a ZIP "
+			   "archive (truncated?)", name, (unsigned long long)size);
+		mt_tz_close(z);
+		return -1;
+	}
+	return tz_parse(z, data, size, err);
+}
+
+/* The archive of asize bytes at b: its central directory, every member checked. */
+static int tz_parse(struct mt_tz *z, const unsigned char *b, uint64_t asize, struct mt_err *err)
+{
+	uint64_t eocd = 0, cd_off, cd_size, count, p;
+	size_t plen = 0;
+
 	/* the end record: 22 bytes plus a comment of at most 65535 */
-	for (uint64_t i = z->size - 22;; i--) {
-		if (rd32(b + i) == SIG_EOCD && i + 22 + rd16(b + i + 20) == z->size) {
+	for (uint64_t i = asize - 22;; i--) {
+		if (rd32(b + i) == SIG_EOCD && i + 22 + rd16(b + i + 20) == asize) {
 			eocd = i;
 			break;
 		}
-		if (i == 0 || z->size - i > 22 + 65535)
+		if (i == 0 || asize - i > 22 + 65535)
 			goto no_end;
 	}
 	count = rd16(b + eocd + 10);
@@ -128,7 +170,7 @@ int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err)
 		uint64_t e64 = rd64(b + eocd - 20 + 8);
 		if (e64 + 56 > eocd - 20 || rd32(b + e64) != SIG_EOCD64) {
 			mt_err_set(err, MT_EXIT_DATA, "'%s': not a readable torch.save ZIP file: the ZIP64 end record the "
-				   "locator names is not there (at byte %llu)", path, (unsigned long long)e64);
+				   "locator names is not there (at byte %llu)", z->path, (unsigned long long)e64);
 			mt_tz_close(z);
 			return -1;
 		}
@@ -136,9 +178,9 @@ int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err)
 		cd_size = rd64(b + e64 + 40);
 		cd_off = rd64(b + e64 + 48);
 	}
-	if (cd_off > z->size || cd_size > z->size - cd_off || count > cd_size / 46) {
+	if (cd_off > asize || cd_size > asize - cd_off || count > cd_size / 46) {
 		mt_err_set(err, MT_EXIT_DATA, "'%s': not a readable torch.save ZIP file: the central directory (%llu entries "
-			   "at byte %llu, %llu bytes) lies outside the file (truncated?)", path, (unsigned long long)count,
+			   "at byte %llu, %llu bytes) lies outside the file (truncated?)", z->path, (unsigned long long)count,
 			   (unsigned long long)cd_off, (unsigned long long)cd_size);
 		mt_tz_close(z);
 		return -1;
@@ -182,12 +224,12 @@ int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err)
 		if (csize != usize)
 			FAIL(p, "member '%s': stored sizes differ (%llu, %llu)", e->name, (unsigned long long)csize,
 			     (unsigned long long)usize);
-		if (loff > z->size || z->size - loff < 30 || rd32(b + loff) != SIG_LOCAL)
+		if (loff > asize || asize - loff < 30 || rd32(b + loff) != SIG_LOCAL)
 			FAIL(loff, "the local header of member '%s' is missing (truncated?)", e->name);
 		lnlen = rd16(b + loff + 26);
 		lxlen = rd16(b + loff + 28);
 		data = loff + 30 + lnlen + lxlen;
-		if (data > z->size || usize > z->size - data)
+		if (data > asize || usize > asize - data)
 			FAIL(loff, "member '%s' (%llu bytes) runs past the end of the file (truncated?)", e->name,
 			     (unsigned long long)usize);
 		e->data = b + data;
@@ -217,7 +259,7 @@ int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err)
 	return 0;
 no_end:
 	mt_err_set(err, MT_EXIT_DATA, "'%s': not a readable torch.save ZIP file: no end of central directory record "
-		   "(truncated, or not a ZIP file; torch.save's legacy non-ZIP format is not read)", path);
+		   "(truncated, or not a ZIP file; torch.save's legacy non-ZIP format is not read)", z->path);
 	mt_tz_close(z);
 	return -1;
 }

@@ -10,6 +10,9 @@
  * offset is computed from its local header, not from the central directory. Recent
  * versions always write a ZIP64 end of central directory.
  *
+ * An archive may also sit inside a larger file, at an offset (mt_tz_open_at): PyTorch's
+ * distributed checkpoint stores each chunk as a whole torch.save archive in a .distcp file.
+ *
  * Reading maps the file (mmap, read-only) and walks the central directory by direct
  * offsets: every member's data is then a pointer into the mapping, never copied, so a
  * storage of several GB costs no memory of its own and only the pages read are read.
@@ -52,6 +55,14 @@ struct mt_tz {
 };
 
 int mt_tz_open(struct mt_tz *z, const char *path, struct mt_err *err);
+/* The archive at bytes [at, at + length) of the file at path (a chunk of a distributed
+ * checkpoint's .distcp file, torchdist.h): its offsets count from `at`; z->path, in
+ * messages, is "path (bytes at..at+length)". A range past the end of the file is refused
+ * naming it (MT_EXIT_DATA). */
+int mt_tz_open_at(struct mt_tz *z, const char *path, uint64_t at, uint64_t length, struct mt_err *err);
+/* An archive held in memory (size bytes at data, which must outlive z; not copied), named
+ * `name` in messages: a torch.save file inside a pickled io.BytesIO, say. */
+int mt_tz_open_mem(struct mt_tz *z, const char *name, const void *data, uint64_t size, struct mt_err *err);
 void mt_tz_close(struct mt_tz *z);
 /* A member by its name under the top folder, or NULL. */
 const struct mt_tz_entry *mt_tz_find(const struct mt_tz *z, const char *name);
