@@ -475,158 +475,6 @@ void mt_meg_shard_copy(const struct mt_param *p, int T, int t, float *lg, float 
 	}
 }
 
-/* ---- args ---- */
-
-static struct mt_pk *arg(const struct mt_pk *ns, const char *name)
-{
-	struct mt_pk *v = mt_pk_attr(ns, name);
-
-	return v && v->kind != MT_PK_NONE ? v : NULL;
-}
-
-static int arg_int(const struct mt_pk *ns, const char *name, int64_t def, int64_t *out, const char *path,
-		   struct mt_err *err)
-{
-	struct mt_pk *v = arg(ns, name);
-
-	if (!v) {
-		if (def == INT64_MIN)
-			return mt_err_set(err, MT_EXIT_DATA, "'%s': args.%s is missing", path, name);
-		*out = def;
-		return 0;
-	}
-	if (mt_pk_as_int(v, out))
-		return mt_err_set(err, MT_EXIT_DATA, "'%s': args.%s is not an integer", path, name);
-	return 0;
-}
-
-static int arg_bool(const struct mt_pk *ns, const char *name, int def)
-{
-	struct mt_pk *v = arg(ns, name);
-	int64_t x;
-
-	return v && !mt_pk_as_int(v, &x) ? x != 0 : def;
-}
-
-static double arg_real(const struct mt_pk *ns, const char *name, double def)
-{
-	struct mt_pk *v = arg(ns, name);
-	double x;
-
-	return v && !mt_pk_as_double(v, &x) ? x : def;
-}
-
-static const char *arg_str(const struct mt_pk *ns, const char *name)
-{
-	struct mt_pk *v = arg(ns, name);
-
-	return v && v->kind == MT_PK_STR ? v->s : NULL;
-}
-
-/* mt's config and the pipeline split from Megatron's args. */
-static int config_from_args(const struct mt_pk *ns, const char *path, const struct mt_meg_import_opts *o,
-			    struct mt_config *c, struct mt_pp_split *sp, int *tp, struct mt_err *err)
-{
-	int64_t L, h, heads, ffn, kv, groups = 0, seq, maxpos, padded, div, vocab, t, p, vp, first, last, experts;
-	const char *pos, *norm;
-
-	memset(c, 0, sizeof(*c));
-	memset(sp, 0, sizeof(*sp));
-	if (!ns || ns->kind != MT_PK_OBJECT || strcmp(ns->s, "argparse.Namespace") || !ns->state)
-		return mt_err_set(err, MT_EXIT_DATA, "'%s': no args (an argparse.Namespace) in the checkpoint: mt needs "
-				  "Megatron's arguments to know the model", path);
-	if (arg_int(ns, "num_layers", INT64_MIN, &L, path, err) || arg_int(ns, "hidden_size", INT64_MIN, &h, path, err) ||
-	    arg_int(ns, "num_attention_heads", INT64_MIN, &heads, path, err) ||
-	    arg_int(ns, "ffn_hidden_size", 0, &ffn, path, err) || arg_int(ns, "kv_channels", 0, &kv, path, err) ||
-	    arg_int(ns, "seq_length", INT64_MIN, &seq, path, err) ||
-	    arg_int(ns, "max_position_embeddings", seq, &maxpos, path, err) ||
-	    arg_int(ns, "padded_vocab_size", INT64_MIN, &padded, path, err) ||
-	    arg_int(ns, "make_vocab_size_divisible_by", 128, &div, path, err) ||
-	    arg_int(ns, "vocab_size", 0, &vocab, path, err) ||
-	    arg_int(ns, "tensor_model_parallel_size", 1, &t, path, err) ||
-	    arg_int(ns, "pipeline_model_parallel_size", 1, &p, path, err) ||
-	    arg_int(ns, "virtual_pipeline_model_parallel_size", 1, &vp, path, err) ||
-	    arg_int(ns, "decoder_first_pipeline_num_layers", 0, &first, path, err) ||
-	    arg_int(ns, "decoder_last_pipeline_num_layers", 0, &last, path, err) ||
-	    arg_int(ns, "num_experts", 0, &experts, path, err))
-		return -1;
-	if (arg_bool(ns, "group_query_attention", 0) && arg_int(ns, "num_query_groups", heads, &groups, path, err))
-		return -1;
-	if (L <= 0 || h <= 0 || heads <= 0 || seq <= 0 || padded <= 0 || t <= 0 || p <= 0 || vp <= 0 || L > INT32_MAX ||
-	    h > INT32_MAX || heads > INT32_MAX || ffn > INT32_MAX || kv > INT32_MAX || seq > INT32_MAX ||
-	    maxpos > INT32_MAX || t > 4096 || p > 4096 || vp > 4096 || div <= 0 || div > INT32_MAX)
-		return mt_err_set(err, MT_EXIT_DATA, "'%s': args hold sizes out of range (num_layers %lld, hidden_size %lld, "
-				  "num_attention_heads %lld, padded_vocab_size %lld, TP %lld, PP %lld)", path, (long long)L,
-				  (long long)h, (long long)heads, (long long)padded, (long long)t, (long long)p);
-#define REFUSE(cond, ...) \
-	do { if (cond) return mt_err_set(err, MT_EXIT_USAGE, __VA_ARGS__); } while (0)
-	REFUSE(experts > 0, "'%s': a mixture-of-experts model (args.num_experts %lld) is not supported", path,
-	       (long long)experts);
-	REFUSE(arg_bool(ns, "qk_layernorm", 0), "'%s': --qk-layernorm is not supported", path);
-	REFUSE(arg_bool(ns, "squared_relu", 0), "'%s': --squared-relu is not supported", path);
-	REFUSE(arg_bool(ns, "apply_residual_connection_post_layernorm", 0),
-	       "'%s': --apply-residual-connection-post-layernorm is not supported", path);
-	REFUSE(arg_bool(ns, "rotary_interleaved", 0), "'%s': --rotary-interleaved is not supported", path);
-	REFUSE(arg_bool(ns, "use_rope_scaling", 0), "'%s': --use-rope-scaling is not supported", path);
-	REFUSE(arg_real(ns, "rotary_percent", 1.0) != 1.0, "'%s': --rotary-percent %g is not supported (1.0 only)", path,
-	       arg_real(ns, "rotary_percent", 1.0));
-	REFUSE(arg_bool(ns, "standalone_embedding_stage", 0), "'%s': --standalone-embedding-stage is not supported", path);
-	REFUSE(arg_bool(ns, "account_for_embedding_in_pipeline_split", 0) ||
-	       arg_bool(ns, "account_for_loss_in_pipeline_split", 0),
-	       "'%s': --account-for-embedding/loss-in-pipeline-split is not supported", path);
-	pos = arg_str(ns, "position_embedding_type");
-	if (!pos)
-		pos = arg_bool(ns, "use_rotary_position_embeddings", 0) ? "rope" : "learned_absolute";
-	REFUSE(strcmp(pos, "learned_absolute") && strcmp(pos, "rope"),
-	       "'%s': --position-embedding-type %s is not supported (learned_absolute or rope)", path, pos);
-	norm = arg_str(ns, "normalization");
-	if (!norm)
-		norm = "LayerNorm";
-	REFUSE(strcmp(norm, "LayerNorm") && strcmp(norm, "RMSNorm"), "'%s': --normalization %s is not supported", path,
-	       norm);
-	c->add_bias_linear = arg_bool(ns, "add_bias_linear", 1);
-	REFUSE(!c->add_bias_linear && arg_bool(ns, "add_qkv_bias", 0),
-	       "'%s': --add-qkv-bias without linear biases is not supported (mt has one switch, --disable-bias-linear)",
-	       path);
-#undef REFUSE
-	c->num_layers = (int)L;
-	c->hidden_size = (int)h;
-	c->num_attention_heads = (int)heads;
-	c->num_query_groups = (int)groups;
-	c->kv_channels = (int)kv;
-	c->ffn_hidden_size = (int)ffn;
-	c->seq_length = (int)seq;
-	c->max_position_embeddings = (int)maxpos;
-	c->make_vocab_size_divisible_by = (int)div;
-	c->padded_vocab_size = padded;
-	if (o->vocab_size > 0)
-		vocab = o->vocab_size;
-	else if (vocab > 0 && arg_str(ns, "tokenizer_type") && !strcmp(arg_str(ns, "tokenizer_type"), "NullTokenizer"))
-		vocab += 1; /* ids below N and the end-of-document id N */
-	c->vocab_size = vocab > 0 ? vocab : padded;
-	if (c->vocab_size > padded)
-		return mt_err_set(err, MT_EXIT_USAGE, "'%s': the vocabulary %lld is larger than args.padded_vocab_size %lld",
-				  path, (long long)c->vocab_size, (long long)padded);
-	c->position_embedding_type = !strcmp(pos, "rope") ? MT_POS_ROPE : MT_POS_LEARNED;
-	c->rotary_base = arg_real(ns, "rotary_base", 10000);
-	c->normalization = !strcmp(norm, "RMSNorm") ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
-	c->norm_epsilon = arg_real(ns, "norm_epsilon", arg_real(ns, "layernorm_epsilon", 1e-5));
-	c->swiglu = arg_bool(ns, "swiglu", 0);
-	c->untie_embeddings_and_output_weights = arg_bool(ns, "untie_embeddings_and_output_weights", 0);
-	c->init_method_std = arg_real(ns, "init_method_std", 0.02);
-	mt_config_defaults(c);
-	if (mt_config_validate(c, err))
-		return mt_err_prefix(err, "'%s': args", path);
-	sp->size = (int)p;
-	sp->vp = (int)vp;
-	sp->first = (int)first;
-	sp->last = (int)last;
-	if (mt_pp_split_check(c, sp, err))
-		return mt_err_prefix(err, "'%s': args", path);
-	*tp = (int)t;
-	return 0;
-}
-
 /* ---- import ---- */
 
 struct oparam {
@@ -1092,59 +940,6 @@ static void rank_path(char *out, size_t n, const char *dir, int t, int p, int P,
 		snprintf(out, n, "%s/mp_rank_%02d_%03d/%s", dir, t, p, file);
 }
 
-static char *train_args(const struct mt_pk *ns, const char *src, const struct mt_meg_report *r, int64_t ckv)
-{
-	json_t *ta = json_object(), *from = json_object();
-	const char *tt = arg_str(ns, "tokenizer_type");
-	char abs[PATH_MAX];
-	char *s;
-
-	if (!realpath(src, abs))
-		snprintf(abs, sizeof(abs), "%s", src);
-	json_object_set_new(ta, "argv", json_array());
-	json_object_set_new(from, "path", json_string(abs));
-	json_object_set_new(from, "format", json_string("megatron"));
-	json_object_set_new(from, "tensor_model_parallel_size", json_integer(r->tp));
-	json_object_set_new(from, "pipeline_model_parallel_size", json_integer(r->pp));
-	json_object_set_new(from, "virtual_pipeline_model_parallel_size", json_integer(r->vp));
-	json_object_set_new(from, "iteration", json_integer(r->iteration));
-	json_object_set_new(from, "checkpoint_version", json_real((double)ckv / 10));
-	json_object_set_new(from, "names", json_string(r->legacy_names ? "legacy" : "megatron-core"));
-	json_object_set_new(from, "optimizer", json_boolean(r->optimizer));
-	json_object_set_new(from, "vocab_size", json_integer(r->cfg.vocab_size));
-	json_object_set_new(from, "padded_vocab_size", json_integer(r->cfg.padded_vocab_size));
-	if (tt)
-		json_object_set_new(from, "tokenizer_type", json_string(tt));
-	json_object_set_new(ta, "imported_from", from);
-	{
-		int64_t mbs, gbs;
-		struct mt_err e = { 0 };
-		if (!arg_int(ns, "micro_batch_size", 0, &mbs, "", &e) && mbs > 0)
-			json_object_set_new(ta, "micro_batch_size", json_integer(mbs));
-		if (!arg_int(ns, "global_batch_size", 0, &gbs, "", &e) && gbs > 0)
-			json_object_set_new(ta, "global_batch_size", json_integer(gbs));
-	}
-	/* the tokenizer, where its files are on this machine, so that mt-eval and
-	 * mt-generate default to it (model.h) */
-	if (tt) {
-		const char *vf = arg_str(ns, "vocab_file"), *mf = arg_str(ns, "merge_file"), *tm = arg_str(ns, "tokenizer_model");
-		int ok = (!vf || access(vf, R_OK) == 0) && (!mf || access(mf, R_OK) == 0) && (!tm || access(tm, R_OK) == 0);
-		if (ok) {
-			json_t *tk = json_object();
-			json_object_set_new(tk, "type", json_string(tt));
-			if (vf)
-				json_object_set_new(tk, "vocab_file", json_string(vf));
-			if (mf)
-				json_object_set_new(tk, "merge_file", json_string(mf));
-			if (tm)
-				json_object_set_new(tk, "tokenizer_model", json_string(tm));
-			json_object_set_new(ta, "tokenizer", tk);
-		}
-	}
-	s = json_dumps(ta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	json_decref(ta);
-	return s;
-}
 
 int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_import_opts *o, struct mt_meg_report *r,
 		  struct mt_err *err)
@@ -1179,7 +974,7 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 	if (rank_open(&f0, path, 0, err))
 		return -1;
 	have_f0 = 1;
-	if (config_from_args(mt_pk_get(f0.root, "args"), path, o, &im.cfg, &im.sp, &tp_args, err))
+	if (mt_meg_args_config(mt_pk_get(f0.root, "args"), path, o, &im.cfg, &im.sp, &tp_args, err))
 		goto out;
 	if (tp_args != im.T || im.sp.size != im.P) {
 		mt_err_set(err, MT_EXIT_DATA, "'%s': args say TP %d x PP %d, the folders TP %d x PP %d", dir, tp_args,
@@ -1219,8 +1014,8 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 	{
 		const struct mt_pk *ns = mt_pk_get(f0.root, "args");
 		struct mt_err e = { 0 };
-		arg_int(ns, "consumed_train_samples", 0, &consumed_t, path, &e);
-		arg_int(ns, "consumed_valid_samples", 0, &consumed_v, path, &e);
+		mt_meg_arg_int(ns, "consumed_train_samples", 0, &consumed_t, path, &e);
+		mt_meg_arg_int(ns, "consumed_valid_samples", 0, &consumed_v, path, &e);
 	}
 	if (mt_params_build(&im.tab, &im.cfg, err)) {
 		mt_err_prefix(err, "'%s': args", path);
@@ -1284,7 +1079,7 @@ int mt_meg_import(const char *src, const char *ckptdir, const struct mt_meg_impo
 	r->legacy_names = im.legacy;
 	r->tensors = im.tensors;
 	cfg = mt_config_to_json(&im.cfg);
-	args = train_args(mt_pk_get(f0.root, "args"), src, r, ckv);
+	args = mt_meg_args_provenance(mt_pk_get(f0.root, "args"), src, r, ckv);
 	if (!cfg || !args) {
 		mt_err_set(err, MT_EXIT_IO, "out of memory");
 		goto out;
@@ -1316,16 +1111,3 @@ out:
 	return rc;
 }
 
-/* ---- shared with the torch_dist import (torchdist.h) ---- */
-
-int mt_meg_args_config(const struct mt_pk *ns, const char *path, const struct mt_meg_import_opts *o,
-		       struct mt_config *c, struct mt_pp_split *sp, int *tp, struct mt_err *err)
-{
-	return config_from_args(ns, path, o, c, sp, tp, err);
-}
-
-char *mt_meg_args_provenance(const struct mt_pk *ns, const char *src, const struct mt_meg_report *r,
-			     int64_t checkpoint_version10)
-{
-	return train_args(ns, src, r, checkpoint_version10);
-}

@@ -40,23 +40,8 @@
 
 #include "base/err.h"
 #include "ckpt/model.h"
+#include "ckpt/megatron_args.h"
 #include "ckpt/pickle.h"
-
-struct mt_meg_import_opts {
-	int optimizer;        /* 1: read the optimizer state when the checkpoint has it */
-	int64_t vocab_size;   /* > 0: the tokenizer's vocabulary (else args.vocab_size, else the padded size) */
-	int check_crc;        /* 1: verify every ZIP member's CRC-32 */
-	int64_t iteration;    /* >= 0: the mt checkpoint's iteration; -1: the Megatron checkpoint's */
-};
-
-struct mt_meg_report {
-	int tp, pp, vp;
-	int64_t iteration;
-	int legacy_names;     /* 1: the legacy model's nested names */
-	int optimizer;        /* 1: optimizer state imported */
-	int64_t files, tensors;
-	struct mt_config cfg;
-};
 
 /* Read the Megatron checkpoint at `src` (its save directory, an iter_N or release
  * directory) and save an mt checkpoint into ckptdir (which must hold none yet). */

@@ -205,7 +205,6 @@ static const struct {
 	{ "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING", R_OBJECT },
 	{ "torch.distributed.checkpoint.filesystem._StorageInfo", R_OBJECT },
 	{ "torch.serialization._get_layout", R_OBJECT },
-	{ "_io.BytesIO", R_OBJECT }, /* Transformer Engine's older _extra_state; Megatron's common state */
 };
 
 static const char *const dtype_globals[] = {

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
-#include "ckpt/megatron.h"
+#include "ckpt/megatron_args.h"
 #include "ckpt/pickle.h"
 #include "ckpt/torchzip.h"
 
@@ -86,13 +86,5 @@ int mt_td_read(const struct mt_td *td, const struct mt_td_item *it, int crc, flo
  * or -1) into ckptdir, as mt_meg_import does for the legacy format. */
 int mt_td_import(const char *src, const char *dir, int64_t it, const char *ckptdir, const struct mt_meg_import_opts *o,
 		 struct mt_meg_report *r, struct mt_err *err);
-
-/* megatron.c's, shared with the torch_dist import: mt's configuration and pipeline split
- * from Megatron's args (tp: args' tensor-parallel size), and the train_args JSON text that
- * records where an import came from (malloc'd; NULL when out of memory). */
-int mt_meg_args_config(const struct mt_pk *ns, const char *path, const struct mt_meg_import_opts *o,
-		       struct mt_config *c, struct mt_pp_split *sp, int *tp, struct mt_err *err);
-char *mt_meg_args_provenance(const struct mt_pk *ns, const char *src, const struct mt_meg_report *r,
-			     int64_t checkpoint_version10);
 
 #endif
