@@ -9,9 +9,9 @@
 #   LAYERS=4 bench/ckpt-megatron.sh          # smaller
 #   CKPT_BENCH_DIR=/scratch bench/ckpt-megatron.sh
 #
-# The mt checkpoint it starts from is made by one mt-train step on the CPU (--no-save-optim):
-# about 16 bytes a parameter of memory for that step (15 GB at the default size) and 4 bytes
-# a parameter of disk, plus 2 bytes a parameter for each Megatron copy.
+# The mt checkpoint it starts from is a Hugging Face Llama of random bf16 weights (written with
+# numpy, imported with mt-ckpt-reshard import --format hf-llama): about 8 bytes a parameter of
+# memory at most, 4 bytes a parameter of disk, plus 2 for each Megatron copy (and its cp).
 #
 # Env: BUILD (build), CKPT_BENCH_DIR (default $TMPDIR, else /tmp), LAYERS HIDDEN HEADS QGROUPS
 # FFN VOCAB (16 2048 16 4 5632 32000), TP PP (the Megatron layout written: 2 2).
@@ -31,11 +31,40 @@ rate() { python3 -c "import sys; print(f'{int(sys.argv[1]) / 1e9 / float(sys.arg
 
 echo "model: Llama-style, $LAYERS layers, hidden $HIDDEN, heads $HEADS/$QGROUPS, ffn $FFN, vocabulary $VOCAB; Megatron layout TP $TP x PP $PP, bf16"
 t0=$(now)
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} "$BIN/mt-train" -q --device cpu --num-layers "$LAYERS" --hidden-size "$HIDDEN" \
-	--num-attention-heads "$HEADS" --group-query-attention --num-query-groups "$QGROUPS" --ffn-hidden-size "$FFN" --swiglu \
-	--normalization RMSNorm --position-embedding-type rope --disable-bias-linear --untie-embeddings-and-output-weights \
-	--seq-length 32 --vocab-size "$VOCAB" --mock-data --micro-batch-size 1 --global-batch-size 1 --train-iters 1 \
-	--lr 1e-4 --no-save-optim --save "$W/mt"
+# a Hugging Face Llama of random bf16 weights (numpy; tests/reference/hf_safetensors.py), imported
+/usr/bin/python3 - "$W/hf" "$LAYERS" "$HIDDEN" "$HEADS" "$QGROUPS" "$FFN" "$VOCAB" <<'PY'
+import json, os, sys
+import numpy as np
+sys.path.insert(0, "tests/reference")
+from hf_safetensors import write_file
+d, L, h, a, g, f, V = sys.argv[1], *map(int, sys.argv[2:])
+os.makedirs(d)
+hd = h // a
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": L, "hidden_size": h,
+           "num_attention_heads": a, "num_key_value_heads": g, "intermediate_size": f, "vocab_size": V,
+           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
+           "torch_dtype": "bfloat16"}, open(os.path.join(d, "config.json"), "w"))
+rng = np.random.default_rng(1)
+def shapes():
+    yield "model.embed_tokens.weight", (V, h)
+    for i in range(L):
+        p = "model.layers.%d." % i
+        yield p + "input_layernorm.weight", (h,)
+        yield p + "self_attn.q_proj.weight", (a * hd, h)
+        yield p + "self_attn.k_proj.weight", (g * hd, h)
+        yield p + "self_attn.v_proj.weight", (g * hd, h)
+        yield p + "self_attn.o_proj.weight", (h, a * hd)
+        yield p + "post_attention_layernorm.weight", (h,)
+        yield p + "mlp.gate_proj.weight", (f, h)
+        yield p + "mlp.up_proj.weight", (f, h)
+        yield p + "mlp.down_proj.weight", (h, f)
+    yield "model.norm.weight", (h,)
+    yield "lm_head.weight", (V, h)
+write_file(os.path.join(d, "model.safetensors"),
+           ((n, rng.standard_normal(s, dtype=np.float32) * 0.02) for n, s in shapes()), "BF16", {"format": "pt"})
+PY
+"$BIN/mt-ckpt-reshard" import -q --format hf-llama "$W/hf" "$W/mt"
+rm -rf "$W/hf"
 echo "mt checkpoint: $(bytes "$W/mt") bytes, made in $(secs "$t0" "$(now)") s"
 sync
 
