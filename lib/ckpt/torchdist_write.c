@@ -209,18 +209,23 @@ static int make_plan(const struct mt_model *m, const struct mt_meg_export_opts *
 	return 0;
 }
 
-/* torch.save's ZIP of one pickle (and its storage "0" when data is not NULL), built in tmp
- * and read back whole into *out */
-static int tsave(const char *tmp, const struct mt_pkw *pk, const void *data, uint64_t dn, unsigned long long serial,
-		 char **out, size_t *outn, struct mt_err *err)
+/* torch.save's ZIP of one pickle (and its storage "0" when data is not NULL), appended to the
+ * .distcp file fp (named path) at its current position; *outn its length. Written in place:
+ * building each chunk in a temporary file (fsync'd) and copying it in cost a 0.93B model's
+ * torch_dist export (1.7 GB) 22 s against 1.3 s for cp -r of the files, most of it sys time
+ * (bench/ckpt-megatron.sh). */
+static int tsave(FILE *fp, const char *path, const struct mt_pkw *pk, const void *data, uint64_t dn,
+		 unsigned long long serial, size_t *outn, struct mt_err *err)
 {
 	struct mt_tzw z;
 	char id[48];
+	off_t at = ftello(fp), end;
 
 	if (pk->oom)
 		return mt_err_set(err, MT_EXIT_IO, "out of memory");
-	unlink(tmp);
-	if (mt_tzw_open(&z, tmp, "archive", err))
+	if (at < 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", path);
+	if (mt_tzw_open_fp(&z, fp, path, "archive", err))
 		return -1;
 	snprintf(id, sizeof(id), "%020llu%020llu", serial, (unsigned long long)getpid());
 	if (mt_tzw_add(&z, "data.pkl", pk->b, pk->n, err) || mt_tzw_add(&z, ".format_version", "1", 1, err) ||
@@ -230,16 +235,17 @@ static int tsave(const char *tmp, const struct mt_pkw *pk, const void *data, uin
 		mt_tzw_abort(&z);
 		return -1;
 	}
-	if (mt_file_read(tmp, out, outn, err))
-		return -1;
-	unlink(tmp);
+	end = ftello(fp);
+	if (end < 0)
+		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", path);
+	*outn = (size_t)(end - at);
 	return 0;
 }
 
 /* a byte entry's payload as Megatron-core writes a ShardedObject (its save planner keeps the
  * bytes as they are): torch.save([obj]), obj the common dict or an _extra_state's None */
 static int byte_payload(const struct mt_model *m, const struct mt_meg_export_opts *o, int64_t padded,
-			const struct chunk *x, const char *tmp, unsigned long long *serial, char **out, size_t *outn,
+			const struct chunk *x, FILE *fp, const char *path, unsigned long long *serial, size_t *outn,
 			struct mt_err *err)
 {
 	struct mt_pkw w;
@@ -270,14 +276,14 @@ static int byte_payload(const struct mt_model *m, const struct mt_meg_export_opt
 	}
 	mt_pkw_list_end(&w);
 	mt_pkw_stop(&w);
-	rc = tsave(tmp, &w, NULL, 0, (*serial)++, out, outn, err);
+	rc = tsave(fp, path, &w, NULL, 0, (*serial)++, outn, err);
 	mt_pkw_free(&w);
 	return rc;
 }
 
 /* a tensor chunk's payload: torch.save of the chunk, contiguous, in the export dtype */
 static int tensor_payload(const struct mt_model *m, const struct mt_meg_export_opts *o, const struct chunk *x,
-			  const char *tmp, unsigned long long *serial, char **out, size_t *outn, struct mt_err *err)
+			  FILE *fp, const char *path, unsigned long long *serial, size_t *outn, struct mt_err *err)
 {
 	const struct mt_param *q = x->p;
 	int64_t C = q->shape[1], numel = x->nr * x->nc, fill = m->cfg.vocab_size - 1;
@@ -302,7 +308,7 @@ static int tensor_payload(const struct mt_model *m, const struct mt_meg_export_o
 	mt_pkw_init(&w);
 	mt_pkw_tensor(&w, o->dtype, "0", x->ndim, x->size);
 	mt_pkw_stop(&w);
-	rc = tsave(tmp, &w, d, (uint64_t)numel * mt_pk_dtype_size(o->dtype), (*serial)++, out, outn, err);
+	rc = tsave(fp, path, &w, d, (uint64_t)numel * mt_pk_dtype_size(o->dtype), (*serial)++, outn, err);
 	mt_pkw_free(&w);
 	free(d);
 	return rc;
@@ -311,33 +317,25 @@ static int tensor_payload(const struct mt_model *m, const struct mt_meg_export_o
 static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts *o, int64_t padded, struct plan *pl,
 		      int rank, const char *iterdir, struct mt_err *err)
 {
-	char path[PATH_MAX + 32], tmp[PATH_MAX + 32];
+	char path[PATH_MAX + 32];
 	unsigned long long serial = (unsigned long long)rank << 32;
 	uint64_t pos = 0;
 	FILE *fp;
 
 	snprintf(path, sizeof(path), "%s/__%d_0.distcp", iterdir, rank);
-	snprintf(tmp, sizeof(tmp), "%s/.chunk.tmp", iterdir);
 	fp = fopen(path, "wbx");
 	if (!fp)
 		return mt_err_errno(err, MT_EXIT_IO, "cannot create '%s'", path);
 	for (int i = 0; i < pl->n; i++) {
 		struct chunk *x = &pl->c[i];
-		char *b = NULL;
 		size_t n = 0;
 		if (x->rank != rank)
 			continue;
-		if (x->p ? tensor_payload(m, o, x, tmp, &serial, &b, &n, err)
-			 : byte_payload(m, o, padded, x, tmp, &serial, &b, &n, err)) {
+		if (x->p ? tensor_payload(m, o, x, fp, path, &serial, &n, err)
+			 : byte_payload(m, o, padded, x, fp, path, &serial, &n, err)) {
 			fclose(fp);
 			return -1;
 		}
-		if (fwrite(b, 1, n, fp) != n) {
-			free(b);
-			fclose(fp);
-			return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", path);
-		}
-		free(b);
 		x->foff = pos;
 		x->flen = n;
 		pos += n;

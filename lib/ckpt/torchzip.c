@@ -333,6 +333,23 @@ int mt_tzw_open(struct mt_tzw *w, const char *path, const char *top_folder, stru
 	return 0;
 }
 
+int mt_tzw_open_fp(struct mt_tzw *w, FILE *fp, const char *name, const char *top_folder, struct mt_err *err)
+{
+	memset(w, 0, sizeof(*w));
+	w->path = strdup(name);
+	w->prefix = malloc(strlen(top_folder) + 2);
+	if (!w->path || !w->prefix) {
+		free(w->path);
+		free(w->prefix);
+		memset(w, 0, sizeof(*w));
+		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	}
+	sprintf(w->prefix, "%s/", top_folder);
+	w->fp = fp;
+	w->borrowed = 1;
+	return 0;
+}
+
 int mt_tzw_add(struct mt_tzw *w, const char *name, const void *data, uint64_t size, struct mt_err *err)
 {
 	unsigned char h[30 + 20 + 4 + ALIGN];
@@ -468,11 +485,13 @@ int mt_tzw_finish(struct mt_tzw *w, struct mt_err *err)
 	wr32(h + 16, cd_off >= 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)cd_off);
 	if (put(w, h, 22, err))
 		return -1;
-	if (fflush(w->fp) != 0 || fsync(fileno(w->fp)) != 0)
-		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->path);
-	if (fclose(w->fp) != 0) {
-		w->fp = NULL;
-		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->path);
+	if (!w->borrowed) {
+		if (fflush(w->fp) != 0 || fsync(fileno(w->fp)) != 0)
+			return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->path);
+		if (fclose(w->fp) != 0) {
+			w->fp = NULL;
+			return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", w->path);
+		}
 	}
 	w->fp = NULL;
 	for (int i = 0; i < w->n; i++)
@@ -486,7 +505,7 @@ int mt_tzw_finish(struct mt_tzw *w, struct mt_err *err)
 
 void mt_tzw_abort(struct mt_tzw *w)
 {
-	if (w->fp) {
+	if (w->fp && !w->borrowed) {
 		fclose(w->fp);
 		if (w->path)
 			unlink(w->path);

@@ -79,6 +79,7 @@ struct mt_tzw_member {
 };
 struct mt_tzw {
 	FILE *fp;
+	int borrowed;                /* fp is the caller's (mt_tzw_open_fp): never closed or removed */
 	char *path;
 	char *prefix;                /* "model_optim_rng/" */
 	uint64_t pos;
@@ -86,9 +87,15 @@ struct mt_tzw {
 	int n, cap;
 };
 int mt_tzw_open(struct mt_tzw *w, const char *path, const char *top_folder, struct mt_err *err);
+/* An archive appended to fp, a stream the caller opened, at its current position (a chunk of
+ * a .distcp file, torchdist.h): offsets inside the archive count from there; `name` (the
+ * file's path) is for messages. mt_tzw_finish then neither syncs nor closes fp, and
+ * mt_tzw_abort neither closes nor removes it: the caller owns the file. */
+int mt_tzw_open_fp(struct mt_tzw *w, FILE *fp, const char *name, const char *top_folder, struct mt_err *err);
 /* One stored member, name under the top folder; its data begins on a 64-byte boundary. */
 int mt_tzw_add(struct mt_tzw *w, const char *name, const void *data, uint64_t size, struct mt_err *err);
-/* The central directory and end records; fsync and close. */
+/* The central directory and end records; fsync and close (a stream of mt_tzw_open_fp's is
+ * left open, unsynced). */
 int mt_tzw_finish(struct mt_tzw *w, struct mt_err *err);
 /* Close and remove the partial file after a failure (also safe after finish). */
 void mt_tzw_abort(struct mt_tzw *w);
