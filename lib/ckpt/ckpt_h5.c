@@ -524,9 +524,24 @@ int mt_ckpt_read_xxh(hid_t d, uint64_t *v)
 /* Is every float of x finite? -1 when so, else the index of the first that is not. */
 int64_t mt_ckpt_first_nonfinite(const float *x, int64_t n)
 {
-	for (int64_t j = 0; j < n; j++)
-		if (!isfinite(x[j]))
-			return j;
+	/* blocks scanned on the bits (exponent all ones: inf or nan), a loop the compiler
+	 * vectorizes, and only a block that holds one scanned again for its index: isfinite() per
+	 * element was a tenth of a Megatron export's time (perf, bench/ckpt-megatron.sh) */
+	for (int64_t b = 0; b < n; b += 4096) {
+		int64_t e = n - b < 4096 ? n : b + 4096;
+		uint32_t top = 0;
+		for (int64_t j = b; j < e; j++) {
+			uint32_t u;
+			memcpy(&u, x + j, 4);
+			u &= 0x7FFFFFFFu;
+			top = u > top ? u : top;
+		}
+		if (top < 0x7F800000u)
+			continue;
+		for (int64_t j = b; j < e; j++)
+			if (!isfinite(x[j]))
+				return j;
+	}
 	return -1;
 }
 

@@ -29,10 +29,9 @@ static int check_finite(const struct mt_params *t, const float *buf, const char 
 	for (int i = 0; i < t->n; i++) {
 		const struct mt_param *p = &t->p[i];
 		const float *x = buf + p->offset;
+		int64_t j = mt_ckpt_first_nonfinite(x, p->numel); /* isfinite() per element here was a tenth of an import's time */
 
-		for (int64_t j = 0; j < p->numel; j++) {
-			if (isfinite(x[j]))
-				continue;
+		if (j >= 0) {
 			char at[64];
 			int64_t cols = p->ndim == 2 ? p->shape[1] : 1;
 			if (p->ndim == 2)

@@ -281,36 +281,40 @@ static int byte_payload(const struct mt_model *m, const struct mt_meg_export_opt
 	return rc;
 }
 
-/* a tensor chunk's payload: torch.save of the chunk, contiguous, in the export dtype */
+/* a tensor chunk's payload: torch.save of the chunk, contiguous, in the export dtype. Each row
+ * is converted straight from the model into *buf, a buffer kept across the chunks of a file
+ * (grown to *cap bytes): a float copy of every chunk and two fresh buffers per chunk spent a
+ * quarter of the export's time clearing new pages in the kernel (perf, bench/ckpt-megatron.sh) */
 static int tensor_payload(const struct mt_model *m, const struct mt_meg_export_opts *o, const struct chunk *x,
-			  FILE *fp, const char *path, unsigned long long *serial, size_t *outn, struct mt_err *err)
+			  FILE *fp, const char *path, unsigned long long *serial, void **buf, size_t *cap, size_t *outn,
+			  struct mt_err *err)
 {
 	const struct mt_param *q = x->p;
 	int64_t C = q->shape[1], numel = x->nr * x->nc, fill = m->cfg.vocab_size - 1;
-	float *f = malloc((size_t)numel * sizeof(float));
-	void *d = malloc((size_t)numel * mt_pk_dtype_size(o->dtype));
+	size_t es = mt_pk_dtype_size(o->dtype), need = (size_t)numel * es;
+	unsigned char *d;
 	struct mt_pkw w;
 	int rc;
 
-	if (!f || !d) {
-		free(f);
-		free(d);
-		return mt_err_set(err, MT_EXIT_IO, "out of memory");
+	if (need > *cap) {
+		void *nb = realloc(*buf, need);
+		if (!nb)
+			return mt_err_set(err, MT_EXIT_IO, "out of memory");
+		*buf = nb;
+		*cap = need;
 	}
+	d = *buf;
 	/* rows past mt's vocabulary (Megatron's padding) are copies of the last real row, as in
 	 * the legacy export */
 	for (int64_t i = 0; i < x->nr; i++) {
 		int64_t g = x->r0 + i, src = g < q->shape[0] ? g : fill;
-		memcpy(f + i * x->nc, m->w + q->offset + src * C + x->c0, (size_t)x->nc * sizeof(float));
+		mt_meg_to_dtype(o->dtype, m->w + q->offset + src * C + x->c0, d + (size_t)(i * x->nc) * es, x->nc);
 	}
-	mt_meg_to_dtype(o->dtype, f, d, numel);
-	free(f);
 	mt_pkw_init(&w);
 	mt_pkw_tensor(&w, o->dtype, "0", x->ndim, x->size);
 	mt_pkw_stop(&w);
-	rc = tsave(fp, path, &w, d, (uint64_t)numel * mt_pk_dtype_size(o->dtype), (*serial)++, outn, err);
+	rc = tsave(fp, path, &w, d, (uint64_t)need, (*serial)++, outn, err);
 	mt_pkw_free(&w);
-	free(d);
 	return rc;
 }
 
@@ -320,6 +324,8 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 	char path[PATH_MAX + 32];
 	unsigned long long serial = (unsigned long long)rank << 32;
 	uint64_t pos = 0;
+	void *buf = NULL;
+	size_t cap = 0;
 	FILE *fp;
 
 	snprintf(path, sizeof(path), "%s/__%d_0.distcp", iterdir, rank);
@@ -331,8 +337,9 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 		size_t n = 0;
 		if (x->rank != rank)
 			continue;
-		if (x->p ? tensor_payload(m, o, x, fp, path, &serial, &n, err)
+		if (x->p ? tensor_payload(m, o, x, fp, path, &serial, &buf, &cap, &n, err)
 			 : byte_payload(m, o, padded, x, fp, path, &serial, &n, err)) {
+			free(buf);
 			fclose(fp);
 			return -1;
 		}
@@ -340,6 +347,7 @@ static int write_rank(const struct mt_model *m, const struct mt_meg_export_opts 
 		x->flen = n;
 		pos += n;
 	}
+	free(buf);
 	if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
 		fclose(fp);
 		return mt_err_errno(err, MT_EXIT_IO, "cannot write '%s'", path);
