@@ -206,28 +206,6 @@ static int scalar_of(const struct rankfile *f, const struct mt_pk *v, double *x,
 
 enum { N_PARAM, N_TIED, N_SKIP };
 
-static const struct {
-	const char *prefix;
-	enum mt_param_kind w, b;
-} layer_names[] = {
-	{ "input_layernorm.", MT_P_LN1_W, MT_P_LN1_B },
-	{ "input_norm.", MT_P_LN1_W, MT_P_LN1_B },
-	{ "self_attention.linear_qkv.layer_norm_", MT_P_LN1_W, MT_P_LN1_B }, /* Transformer Engine */
-	{ "self_attention.linear_qkv.", MT_P_QKV_W, MT_P_QKV_B },
-	{ "self_attention.query_key_value.", MT_P_QKV_W, MT_P_QKV_B },
-	{ "attention.query_key_value.", MT_P_QKV_W, MT_P_QKV_B },
-	{ "self_attention.linear_proj.", MT_P_PROJ_W, MT_P_PROJ_B },
-	{ "self_attention.dense.", MT_P_PROJ_W, MT_P_PROJ_B },
-	{ "attention.dense.", MT_P_PROJ_W, MT_P_PROJ_B },
-	{ "pre_mlp_layernorm.", MT_P_LN2_W, MT_P_LN2_B },
-	{ "post_attention_norm.", MT_P_LN2_W, MT_P_LN2_B },
-	{ "post_attention_layernorm.", MT_P_LN2_W, MT_P_LN2_B },
-	{ "mlp.linear_fc1.layer_norm_", MT_P_LN2_W, MT_P_LN2_B },            /* Transformer Engine */
-	{ "mlp.linear_fc1.", MT_P_FC1_W, MT_P_FC1_B },
-	{ "mlp.dense_h_to_4h.", MT_P_FC1_W, MT_P_FC1_B },
-	{ "mlp.linear_fc2.", MT_P_FC2_W, MT_P_FC2_B },
-	{ "mlp.dense_4h_to_h.", MT_P_FC2_W, MT_P_FC2_B },
-};
 
 static int ends_with(const char *s, const char *x)
 {
@@ -318,12 +296,7 @@ layers:
 		*layer = (int)i;
 		s = end + 1;
 	}
-	for (size_t k = 0; k < sizeof(layer_names) / sizeof(layer_names[0]); k++) {
-		size_t n = strlen(layer_names[k].prefix);
-		if (!strncmp(s, layer_names[k].prefix, n) && !wb_kind(s + n, layer_names[k].w, layer_names[k].b, kind))
-			return N_PARAM;
-	}
-	return -1;
+	return mt_meg_layer_kind(s, kind) ? -1 : N_PARAM;
 }
 
 /* Flatten a (nested) state dict: (dotted name, value) in order. */

@@ -213,3 +213,48 @@ char *mt_meg_args_provenance(const struct mt_pk *ns, const char *src, const stru
 	json_decref(ta);
 	return s;
 }
+
+/* ---- the names of a layer's tensors ---- */
+
+/* Every name a layer's tensor goes by in the files Megatron writes: megatron-core's, Transformer
+ * Engine's (the norms fused into the next linear layer, which torch_dist files always use) and
+ * the legacy model's; a norm's Transformer Engine name before its linear layer's prefix. */
+static const struct {
+	const char *prefix;
+	enum mt_param_kind w, b;
+} layer_names[] = {
+	{ "input_layernorm.", MT_P_LN1_W, MT_P_LN1_B },
+	{ "input_norm.", MT_P_LN1_W, MT_P_LN1_B },
+	{ "self_attention.linear_qkv.layer_norm_", MT_P_LN1_W, MT_P_LN1_B }, /* Transformer Engine */
+	{ "self_attention.linear_qkv.", MT_P_QKV_W, MT_P_QKV_B },
+	{ "self_attention.query_key_value.", MT_P_QKV_W, MT_P_QKV_B },
+	{ "attention.query_key_value.", MT_P_QKV_W, MT_P_QKV_B },
+	{ "self_attention.linear_proj.", MT_P_PROJ_W, MT_P_PROJ_B },
+	{ "self_attention.dense.", MT_P_PROJ_W, MT_P_PROJ_B },
+	{ "attention.dense.", MT_P_PROJ_W, MT_P_PROJ_B },
+	{ "pre_mlp_layernorm.", MT_P_LN2_W, MT_P_LN2_B },
+	{ "post_attention_norm.", MT_P_LN2_W, MT_P_LN2_B },
+	{ "post_attention_layernorm.", MT_P_LN2_W, MT_P_LN2_B },
+	{ "mlp.linear_fc1.layer_norm_", MT_P_LN2_W, MT_P_LN2_B },            /* Transformer Engine */
+	{ "mlp.linear_fc1.", MT_P_FC1_W, MT_P_FC1_B },
+	{ "mlp.dense_h_to_4h.", MT_P_FC1_W, MT_P_FC1_B },
+	{ "mlp.linear_fc2.", MT_P_FC2_W, MT_P_FC2_B },
+	{ "mlp.dense_4h_to_h.", MT_P_FC2_W, MT_P_FC2_B },
+};
+
+int mt_meg_layer_kind(const char *rest, int *kind)
+{
+	for (size_t k = 0; k < sizeof(layer_names) / sizeof(layer_names[0]); k++) {
+		size_t n = strlen(layer_names[k].prefix);
+		if (strncmp(rest, layer_names[k].prefix, n))
+			continue;
+		if (!strcmp(rest + n, "weight"))
+			*kind = (int)layer_names[k].w;
+		else if (!strcmp(rest + n, "bias"))
+			*kind = (int)layer_names[k].b;
+		else
+			continue;
+		return 0;
+	}
+	return -1;
+}

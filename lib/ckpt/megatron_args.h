@@ -42,4 +42,9 @@ int mt_meg_args_config(const struct mt_pk *ns, const char *path, const struct mt
 char *mt_meg_args_provenance(const struct mt_pk *ns, const char *src, const struct mt_meg_report *r,
 			     int64_t checkpoint_version10);
 
+/* A layer's tensor by its name below the layer ("self_attention.linear_qkv.weight", the legacy
+ * "mlp.dense_h_to_4h.bias", Transformer Engine's "mlp.linear_fc1.layer_norm_weight"): 0 with
+ * its mt_param_kind in *kind, -1 for a name mt does not know. */
+int mt_meg_layer_kind(const char *rest, int *kind);
+
 #endif

@@ -646,19 +646,6 @@ out:
 
 /* ---- the import ---- */
 
-static const struct {
-	const char *prefix;
-	enum mt_param_kind w, b;
-} layer_names[] = {
-	{ "self_attention.linear_qkv.layer_norm_", MT_P_LN1_W, MT_P_LN1_B }, /* Transformer Engine's, what Megatron writes */
-	{ "input_layernorm.", MT_P_LN1_W, MT_P_LN1_B },
-	{ "self_attention.linear_qkv.", MT_P_QKV_W, MT_P_QKV_B },
-	{ "self_attention.linear_proj.", MT_P_PROJ_W, MT_P_PROJ_B },
-	{ "mlp.linear_fc1.layer_norm_", MT_P_LN2_W, MT_P_LN2_B },
-	{ "pre_mlp_layernorm.", MT_P_LN2_W, MT_P_LN2_B },
-	{ "mlp.linear_fc1.", MT_P_FC1_W, MT_P_FC1_B },
-	{ "mlp.linear_fc2.", MT_P_FC2_W, MT_P_FC2_B },
-};
 
 enum { K_PARAM, K_TIED, K_SKIP };
 
@@ -713,12 +700,7 @@ static int map_key(const char *s, int untied, int *kind, int *layer)
 		*layer = (int)i;
 		s = end + 1;
 	}
-	for (size_t k = 0; k < sizeof(layer_names) / sizeof(layer_names[0]); k++) {
-		size_t n = strlen(layer_names[k].prefix);
-		if (!strncmp(s, layer_names[k].prefix, n) && !wb(s + n, layer_names[k].w, layer_names[k].b, kind))
-			return K_PARAM;
-	}
-	return -1;
+	return mt_meg_layer_kind(s, kind) ? -1 : K_PARAM;
 }
 
 struct tdim {
